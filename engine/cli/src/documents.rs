@@ -1,0 +1,122 @@
+//! Reading the objects `ferry translate` works on: YAML or JSON, one or many documents, from
+//! a file or stdin; `kind: List` expanded.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+/// One input document and how to name it in messages.
+pub struct Document {
+    /// `file#N` (1-based), plus the object's kind and name when it has them.
+    pub label: String,
+    /// The object.
+    pub value: Value,
+}
+
+/// Reads `path` (`-` for stdin).
+pub fn read(path: &str) -> Result<Vec<Document>> {
+    let (name, text) = if path == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).context("reading stdin")?;
+        ("stdin".to_string(), text)
+    } else {
+        let text = std::fs::read_to_string(Path::new(path)).with_context(|| format!("cannot read {path}"))?;
+        (path.to_string(), text)
+    };
+    parse(&name, &text)
+}
+
+/// Parses every document of `text`.
+pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
+    let mut out = Vec::new();
+    let mut line_offset = 0;
+    for chunk in ferry_core::schema::load::split_documents(text) {
+        let parsed = serde_yaml::from_str::<Value>(chunk);
+        match parsed {
+            Ok(Value::Null) => {}
+            Ok(Value::Object(map)) if map.get("kind").and_then(Value::as_str) == Some("List") => {
+                for item in map.get("items").and_then(Value::as_array).into_iter().flatten() {
+                    push(&mut out, name, item.clone());
+                }
+            }
+            Ok(value) => push(&mut out, name, value),
+            Err(e) => {
+                let at = e
+                    .location()
+                    .map(|l| format!("{name}:{}:{}", l.line() + line_offset, l.column()))
+                    .unwrap_or_else(|| name.to_string());
+                bail!("{at}: {}", ferry_core::schema::load::strip_location(&e.to_string()));
+            }
+        }
+        line_offset += chunk.lines().count() + 1;
+    }
+    Ok(out)
+}
+
+fn push(out: &mut Vec<Document>, name: &str, value: Value) {
+    let n = out.len() + 1;
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("?");
+    let meta = value.get("metadata");
+    let obj_name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("?");
+    let label = match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+        Some(ns) => format!("{name}#{n} ({kind} {ns}/{obj_name})"),
+        None => format!("{name}#{n} ({kind} {obj_name})"),
+    };
+    out.push(Document { label, value });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_documents_and_lists() {
+        let docs = parse(
+            "in.yaml",
+            "kind: A\nmetadata: {name: a, namespace: n}\n---\nkind: List\nitems:\n- {kind: B, metadata: {name: b}}\n---\n",
+        )
+        .unwrap();
+        let labels: Vec<_> = docs.iter().map(|d| d.label.as_str()).collect();
+        assert_eq!(labels, ["in.yaml#1 (A n/a)", "in.yaml#2 (B b)"]);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let err = parse("in.yaml", "kind: A\n---\nkind: [\n").unwrap_err().to_string();
+        assert!(err.starts_with("in.yaml:4:") || err.starts_with("in.yaml:3:"), "{err}");
+    }
+}
+
+/// YAML text of a JSON value. Numbers are converted one by one: serde_json is built with
+/// arbitrary precision (Starlark needs it), whose numbers serde_yaml cannot print directly.
+pub fn to_yaml(value: &Value) -> Result<String> {
+    Ok(serde_yaml::to_string(&yaml_value(value))?)
+}
+
+fn yaml_value(value: &Value) -> serde_yaml::Value {
+    use serde_yaml::Value as Y;
+    match value {
+        Value::Null => Y::Null,
+        Value::Bool(b) => Y::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Y::Number(i.into())
+            } else if let Some(u) = n.as_u64() {
+                Y::Number(u.into())
+            } else if let Some(f) = n.as_f64() {
+                Y::Number(f.into())
+            } else {
+                Y::String(n.to_string())
+            }
+        }
+        Value::String(s) => Y::String(s.clone()),
+        Value::Array(a) => Y::Sequence(a.iter().map(yaml_value).collect()),
+        Value::Object(m) => Y::Mapping(
+            m.iter()
+                .map(|(k, v)| (Y::String(k.clone()), yaml_value(v)))
+                .collect(),
+        ),
+    }
+}

@@ -1,0 +1,200 @@
+//! `ferry`: the command-line tool. Argument parsing and output only; the engine lives in
+//! `ferry-core`.
+//!
+//! ```text
+//!  argv ─▶ clap ─▶ translate | check | policy pin | schema init | completions
+//!                     │
+//!                     └─▶ ferry_core (policy, schema, translate, sandbox workers = this binary)
+//! ```
+//!
+//! Exit codes: 0 ok; 1 usage or policy/schema/transform load error; 3 a document refused.
+
+#![forbid(unsafe_code)]
+
+mod documents;
+mod translate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// Exit code for a refused document.
+pub const EXIT_REFUSED: u8 = 3;
+
+/// The hidden subcommand a transform worker runs as.
+pub const WORKER_SUBCOMMAND: &str = "__sandbox-worker";
+
+#[derive(Parser)]
+#[command(name = "ferry", version, about = "Sync approved Kubernetes resources between tenant control planes and a super cluster")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print what ferry would write for the given objects (offline dry run).
+    Translate(translate::Args),
+    /// Lint policies, schemas and transforms.
+    Check {
+        /// A policy file, or a directory of them.
+        #[arg(long)]
+        policy: PathBuf,
+    },
+    /// Policy maintenance.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Schema helpers.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Serve transform calls on stdin/stdout (started by ferry itself).
+    #[command(name = WORKER_SUBCOMMAND, hide = true)]
+    SandboxWorker,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Rewrite the sha256 pins of every transform in place, printing what changed.
+    Pin {
+        /// A policy file, or a directory of them.
+        policy: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// Print an annotation overlay skeleton for a CRD.
+    Init {
+        /// The CRD manifest (`-` for stdin).
+        #[arg(short = 'f', long = "filename")]
+        file: String,
+    },
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum Output {
+    /// YAML documents separated by `---`.
+    #[default]
+    Yaml,
+    /// JSON (one object, or a List of several).
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("ferry: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Translate(args) => translate::run(args),
+        Command::Check { policy } => check(&policy),
+        Command::Policy { command: PolicyCommand::Pin { policy } } => pin(&policy),
+        Command::Schema { command: SchemaCommand::Init { file } } => schema_init(&file),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::SandboxWorker => {
+            ferry_core::sandbox::worker::serve()?;
+            Ok(0)
+        }
+    }
+}
+
+fn check(policy_path: &std::path::Path) -> anyhow::Result<u8> {
+    let policy = match ferry_core::policy::load(policy_path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
+    let warnings = ferry_core::check::warnings(&policy);
+    for w in &warnings {
+        eprintln!("warning: {}: {}", w.at, w.message);
+    }
+    println!(
+        "{}: {} kind(s), {} transform(s), {} warning(s)",
+        policy_path.display(),
+        policy.resources.len(),
+        policy.transforms.len(),
+        warnings.len()
+    );
+    Ok(0)
+}
+
+fn pin(policy: &std::path::Path) -> anyhow::Result<u8> {
+    let changes = match ferry_core::policy::pin::pin(policy) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
+    if changes.is_empty() {
+        println!("{}: no transforms to pin", policy.display());
+    }
+    for c in &changes {
+        if c.changed() {
+            println!(
+                "{}: {}: sha256 {} -> {}",
+                c.policy.display(),
+                c.name,
+                c.before.as_deref().unwrap_or("(none)"),
+                c.after
+            );
+        } else {
+            println!("{}: {}: unchanged ({})", c.policy.display(), c.name, c.after);
+        }
+    }
+    Ok(0)
+}
+
+fn schema_init(file: &str) -> anyhow::Result<u8> {
+    let docs = documents::read(file)?;
+    let crds: Vec<_> = docs
+        .iter()
+        .filter(|d| d.value.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition"))
+        .collect();
+    if crds.is_empty() {
+        eprintln!("error: {file}: expected a CustomResourceDefinition, found none");
+        return Ok(1);
+    }
+    let mut out = Vec::new();
+    for crd in crds {
+        match ferry_core::scaffold::skeleton(&crd.value) {
+            Ok(text) => out.push(text),
+            Err(e) => {
+                eprintln!("error: {}: {e}", crd.label);
+                return Ok(1);
+            }
+        }
+    }
+    print!("{}", out.join("---\n"));
+    Ok(0)
+}

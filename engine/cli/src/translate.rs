@@ -1,0 +1,133 @@
+//! `ferry translate`: the offline dry run.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use ferry_core::naming::{NameMap, Tenant};
+use ferry_core::sandbox::{Sandbox, WorkerCommand};
+use ferry_core::translate::{Translated, Translator};
+use serde_json::Value;
+
+use crate::{documents, Output, EXIT_REFUSED, WORKER_SUBCOMMAND};
+
+/// Which side the output is for.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum To {
+    /// The object ferry would apply in the super cluster (input: tenant objects).
+    #[default]
+    Super,
+    /// What ferry would write back into the tenant (input: super objects).
+    Tenant,
+}
+
+/// `ferry translate` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A policy file, or a directory of them.
+    #[arg(long)]
+    policy: PathBuf,
+    /// The tenant the objects belong to.
+    #[arg(long)]
+    tenant: String,
+    /// The input: YAML or JSON, one or many documents (`-` for stdin).
+    #[arg(short = 'f', long = "filename", default_value = "-")]
+    file: String,
+    /// Which side to translate for.
+    #[arg(long, value_enum, default_value_t = To::Super)]
+    to: To,
+    /// Say which rule changed which field.
+    #[arg(long)]
+    explain: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Yaml)]
+    output: Output,
+}
+
+/// The sandbox of this process: transform workers are this binary, re-executed.
+pub fn sandbox() -> Result<Sandbox> {
+    let program = std::env::current_exe()?;
+    Ok(Sandbox::new(WorkerCommand {
+        program,
+        args: vec![WORKER_SUBCOMMAND.to_string()],
+    }))
+}
+
+pub fn run(args: Args) -> Result<u8> {
+    let tenant = match Tenant::new(&args.tenant) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: --tenant: {e}");
+            return Ok(1);
+        }
+    };
+    let policy = match ferry_core::policy::load(&args.policy) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
+    let docs = documents::read(&args.file)?;
+    let sandbox = sandbox()?;
+    let translator = Translator::new(&policy, Some(&sandbox));
+    let names = NameMap::new(tenant);
+    let mut refused = 0;
+    let mut printed: Vec<(Translated, &str)> = Vec::new();
+    for doc in &docs {
+        let result = match args.to {
+            To::Super => translator.to_super(&doc.value, &names, args.explain),
+            To::Tenant => translator.to_tenant(&doc.value, &names, args.explain),
+        };
+        match result {
+            Ok(t) => printed.push((t, doc.label.as_str())),
+            Err(refusal) => {
+                refused += 1;
+                eprintln!("ferry: refused {}: {refusal}", doc.label);
+            }
+        }
+    }
+    print(&printed, args.output, args.explain)?;
+    Ok(if refused > 0 { EXIT_REFUSED } else { 0 })
+}
+
+fn print(results: &[(Translated, &str)], output: Output, explain: bool) -> Result<()> {
+    match output {
+        Output::Yaml => {
+            let mut out = String::new();
+            for (i, (t, label)) in results.iter().enumerate() {
+                if i > 0 {
+                    out.push_str("---\n");
+                }
+                if explain {
+                    out.push_str(&format!("# {label}: {} change(s)\n", t.changes.len()));
+                    for change in &t.changes {
+                        out.push_str(&format!("# {change}\n"));
+                    }
+                }
+                out.push_str(&documents::to_yaml(&t.object)?);
+            }
+            print!("{out}");
+        }
+        Output::Json => {
+            if explain {
+                for (t, label) in results {
+                    eprintln!("{label}: {} change(s)", t.changes.len());
+                    for change in &t.changes {
+                        eprintln!("  {change}");
+                    }
+                }
+            }
+            let value = match results {
+                [(only, _)] => only.object.clone(),
+                many => serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": many.iter().map(|(t, _)| t.object.clone()).collect::<Vec<Value>>(),
+                }),
+            };
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+    }
+    Ok(())
+}

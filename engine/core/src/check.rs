@@ -1,0 +1,69 @@
+//! `ferry check`: lints a loaded policy for likely mistakes that are not errors.
+
+use crate::policy::{Direction, Policy};
+use crate::schema::Rule;
+use crate::translate::fields_group_of;
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// Where (file:line:column).
+    pub at: String,
+    /// What looks wrong and what to do.
+    pub message: String,
+}
+
+/// Warnings for a policy that loaded without errors.
+pub fn warnings(policy: &Policy) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for resource in &policy.resources {
+        // Core kinds (Secret, ConfigMap) hold data, not references; a custom kind without a
+        // schema is more likely an oversight.
+        let custom = !resource.group_kind.group.is_empty();
+        if custom && resource.plan.file.is_empty() && resource.direction == Direction::ToSuper {
+            out.push(Finding {
+                at: resource.at.to_string(),
+                message: format!(
+                    "{} has no schema: no field is rewritten, so namespaces and references in its spec would cross unchanged",
+                    resource.group_kind
+                ),
+            });
+        }
+        for (field, at) in &resource.plan.suspicious {
+            out.push(Finding {
+                at: at.to_string(),
+                message: format!(
+                    "{}: {field} looks like a namespace or a reference but has no x-ferry-* annotation",
+                    resource.group_kind
+                ),
+            });
+        }
+        for (path, annotated) in resource.plan.rules() {
+            let Rule::Ref(r) = &annotated.rule else { continue };
+            if r.kind_field.is_some() || r.api_version_field.is_some() || r.passthrough {
+                continue;
+            }
+            let (Some(kind), Some(api)) = (&r.kind, &r.api_version) else { continue };
+            let group = fields_group_of(api);
+            if policy.resource(group, kind).is_none() {
+                out.push(Finding {
+                    at: annotated.origin.to_string(),
+                    message: format!(
+                        "{}: {path} refers to {kind} ({api}), which the policy does not sync: every object that sets it will be refused (approve {kind}, or mark the reference passthrough: true)",
+                        resource.group_kind
+                    ),
+                });
+            }
+        }
+        if resource.direction == Direction::FromSuper && resource.scope == crate::policy::Scope::Namespaced {
+            out.push(Finding {
+                at: resource.at.to_string(),
+                message: format!(
+                    "{} is fromSuper and namespaced: copies keep their namespace name in every tenant, which each tenant must have",
+                    resource.group_kind
+                ),
+            });
+        }
+    }
+    out
+}

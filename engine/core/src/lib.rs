@@ -1,0 +1,27 @@
+//! ferry's pure engine.
+//!
+//! ```text
+//!  policies/*.yaml ─▶ policy::load ─▶ Policy ─┬─▶ schema::Plan per kind (cached by digest)
+//!  schemas/*.yaml  ─▶ schema::load ───────────┘        │
+//!  transforms/*.star (sha256-pinned) ─▶ sandbox ───────┤
+//!                                                      ▼
+//!  tenant object ─▶ translate::down ─▶ super object     (naming, metadata, fields, transforms)
+//!  super object  ─▶ translate::up   ─▶ tenant status    (the exact inverse for what flows up)
+//! ```
+//!
+//! Everything a user can do offline (`ferry translate`, `ferry check`, `ferry policy pin`,
+//! `ferry schema init`) is built on this crate alone. It talks to no API server and opens no
+//! network connection; its only I/O is reading policy, schema and transform files and
+//! running transform worker processes.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod check;
+pub mod locate;
+pub mod naming;
+pub mod policy;
+pub mod sandbox;
+pub mod scaffold;
+pub mod schema;
+pub mod translate;

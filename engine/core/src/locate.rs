@@ -1,0 +1,187 @@
+//! Source positions of YAML nodes, so that errors found after deserialization (a duplicate
+//! kind, a missing transform file) can still say `file:line:column`.
+//!
+//! serde_yaml reports positions only for its own errors; this walks the YAML event stream once
+//! and records where every node starts, keyed by its path (`spec.resources[1].kind`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
+/// A place in a source file: path, 1-based line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line; 0 when unknown.
+    pub line: usize,
+    /// 1-based column; 0 when unknown.
+    pub column: usize,
+}
+
+impl Location {
+    /// A location that names only the file.
+    pub fn file(file: &Path) -> Self {
+        Self {
+            file: file.to_path_buf(),
+            line: 0,
+            column: 0,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.file.display())
+        } else {
+            write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+        }
+    }
+}
+
+/// Where each node of one YAML document starts.
+#[derive(Debug, Default)]
+pub struct Positions {
+    file: PathBuf,
+    nodes: HashMap<String, (usize, usize)>,
+}
+
+impl Positions {
+    /// Indexes the first document of `text`. A text that does not parse gives an empty index
+    /// (serde_yaml then reports the syntax error with its own position).
+    pub fn index(file: &Path, text: &str) -> Self {
+        let mut walker = Walker::default();
+        let mut parser = Parser::new_from_str(text);
+        let _ = parser.load(&mut walker, false);
+        Self {
+            file: file.to_path_buf(),
+            nodes: walker.nodes,
+        }
+    }
+
+    /// Moves every position down by `lines`, for a document that starts further into its file.
+    pub fn shift_lines(&mut self, lines: usize) {
+        for pos in self.nodes.values_mut() {
+            pos.0 += lines;
+        }
+    }
+
+    /// The location of the node at `path`, or of its nearest indexed ancestor.
+    pub fn at(&self, path: &str) -> Location {
+        let mut probe = path;
+        loop {
+            if let Some(&(line, column)) = self.nodes.get(probe) {
+                return Location {
+                    file: self.file.clone(),
+                    line,
+                    column,
+                };
+            }
+            match probe.rfind(['.', '[']) {
+                Some(cut) => probe = &probe[..cut],
+                None => return Location::file(&self.file),
+            }
+        }
+    }
+}
+
+/// One open collection while walking.
+enum Frame {
+    Map { path: String, key: Option<String> },
+    Seq { path: String, next: usize },
+}
+
+#[derive(Default)]
+struct Walker {
+    stack: Vec<Frame>,
+    nodes: HashMap<String, (usize, usize)>,
+    depth_docs: usize,
+}
+
+impl Walker {
+    /// The path of the node that starts now, and advances the parent's cursor. `None` when the
+    /// node is a mapping key.
+    fn next_path(&mut self) -> Option<String> {
+        match self.stack.last_mut() {
+            None => Some(String::new()),
+            Some(Frame::Seq { path, next }) => {
+                let p = format!("{path}[{next}]");
+                *next += 1;
+                Some(p)
+            }
+            Some(Frame::Map { path, key }) => key.take().map(|k| {
+                if path.is_empty() {
+                    k
+                } else {
+                    format!("{path}.{k}")
+                }
+            }),
+        }
+    }
+}
+
+impl MarkedEventReceiver for Walker {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.depth_docs > 1 {
+            return;
+        }
+        let pos = (mark.line(), mark.col() + 1);
+        match ev {
+            Event::DocumentStart => self.depth_docs += 1,
+            Event::Scalar(value, ..) => {
+                let is_key = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
+                if is_key {
+                    if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
+                        let full = if path.is_empty() {
+                            value.clone()
+                        } else {
+                            format!("{path}.{value}")
+                        };
+                        // A key's own position is where an "unknown field" points.
+                        self.nodes.entry(full).or_insert(pos);
+                        *key = Some(value);
+                    }
+                } else if let Some(p) = self.next_path() {
+                    self.nodes.insert(p, pos);
+                }
+            }
+            Event::Alias(_) => {
+                let _ = self.next_path();
+            }
+            Event::MappingStart(..) => {
+                let path = self.next_path().unwrap_or_default();
+                self.nodes.entry(path.clone()).or_insert(pos);
+                self.stack.push(Frame::Map { path, key: None });
+            }
+            Event::SequenceStart(..) => {
+                let path = self.next_path().unwrap_or_default();
+                self.nodes.entry(path.clone()).or_insert(pos);
+                self.stack.push(Frame::Seq { path, next: 0 });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                self.stack.pop();
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_point_at_their_lines() {
+        let text = "spec:\n  resources:\n  - kind: A\n    apiVersion: v1\n  - kind: B\n";
+        let pos = Positions::index(Path::new("p.yaml"), text);
+        assert_eq!(pos.at("spec.resources[1].kind").to_string(), "p.yaml:5:11");
+        assert_eq!(pos.at("spec.resources[0].apiVersion").line, 4);
+        // An unindexed child falls back to its parent.
+        assert_eq!(pos.at("spec.resources[1].schema").line, 5);
+        assert_eq!(pos.at("nope").to_string(), "p.yaml");
+    }
+}

@@ -1,0 +1,336 @@
+//! The naming map between tenant and super names (DESIGN.md "Naming").
+//!
+//! `map(t, x)` is `t-x` when that fits in a DNS label, otherwise its first 54 characters, a
+//! dash and the first 8 hex digits of `sha256(t/x)`. Short names invert by stripping the
+//! prefix; hashed names cannot be inverted from the string alone, so [`NameMap`] also carries
+//! the pairs ferry has already seen (from `ferry.dev/` annotations on super objects).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// Longest tenant name: leaves room for `-` and a useful part of the tenant namespace.
+pub const MAX_TENANT_LEN: usize = 20;
+
+/// Longest DNS label, and so the longest namespace name.
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// How many characters of `t-x` a hashed name keeps before `-` and the digest.
+const HASHED_KEEP: usize = 54;
+
+/// A problem with a tenant name or a set of tenant names.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// The name is not an RFC 1123 DNS label of at most 20 characters.
+    #[error("tenant name {name:?} is invalid: {why}")]
+    InvalidTenant {
+        /// The rejected name.
+        name: String,
+        /// What rule it breaks.
+        why: String,
+    },
+    /// Two tenants whose super namespaces could collide.
+    #[error("tenant names {short:?} and {long:?} collide: \"{short}-\" is a prefix of {long:?}, so their super namespaces could be equal")]
+    PrefixCollision {
+        /// The shorter name.
+        short: String,
+        /// The longer name that starts with `short-`.
+        long: String,
+    },
+    /// The same tenant listed twice.
+    #[error("tenant {0:?} is listed twice")]
+    DuplicateTenant(String),
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A validated tenant name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tenant(String);
+
+impl Tenant {
+    /// Validates `name` as a tenant name: a DNS label of at most 20 characters.
+    pub fn new(name: &str) -> Result<Self> {
+        let invalid = |why: &str| Error::InvalidTenant {
+            name: name.to_string(),
+            why: why.to_string(),
+        };
+        if name.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if name.len() > MAX_TENANT_LEN {
+            return Err(invalid(&format!(
+                "it has {} characters, at most {MAX_TENANT_LEN} are allowed",
+                name.len()
+            )));
+        }
+        if let Some(why) = dns_label_problem(name) {
+            return Err(invalid(&why));
+        }
+        Ok(Self(name.to_string()))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Tenant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Says why `s` is not an RFC 1123 DNS label, or `None` when it is one.
+pub fn dns_label_problem(s: &str) -> Option<String> {
+    if s.is_empty() {
+        return Some("it is empty".into());
+    }
+    if s.len() > MAX_LABEL_LEN {
+        return Some(format!("it is longer than {MAX_LABEL_LEN} characters"));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Some(format!(
+            "it contains {c:?}; only lower-case letters, digits and '-' are allowed"
+        ));
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Some("it must start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Checks a set of tenants: no duplicates and no `a-` prefix of `b` (their namespaces could
+/// collide: tenant `a` namespace `b-x` and tenant `a-b` namespace `x` both map to `a-b-x`).
+pub fn check_tenant_set<'a>(tenants: impl IntoIterator<Item = &'a Tenant>) -> Result<()> {
+    let mut names: Vec<&str> = tenants.into_iter().map(Tenant::as_str).collect();
+    names.sort_unstable();
+    for pair in names.windows(2) {
+        if pair[0] == pair[1] {
+            return Err(Error::DuplicateTenant(pair[0].to_string()));
+        }
+    }
+    for short in &names {
+        let prefix = format!("{short}-");
+        if let Some(long) = names.iter().find(|n| n.starts_with(&prefix)) {
+            return Err(Error::PrefixCollision {
+                short: short.to_string(),
+                long: long.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `map(t, x)` from DESIGN.md: the super name of tenant `t`'s namespace or cluster-scoped
+/// object `x`.
+pub fn map(tenant: &str, name: &str) -> String {
+    let joined = format!("{tenant}-{name}");
+    if joined.len() <= MAX_LABEL_LEN {
+        return joined;
+    }
+    let digest = Sha256::digest(format!("{tenant}/{name}").as_bytes());
+    let hex = hex(&digest[..4]);
+    // Names are ASCII when they are valid Kubernetes names; cut on a char boundary anyway so
+    // that an invalid name gives an invalid (and rejected) result rather than a panic.
+    let mut cut = HASHED_KEEP;
+    while !joined.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hex}", &joined[..cut])
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// The inverse of [`map`] where it can be computed from the strings alone: `Some(x)` when
+/// `map(tenant, x) == super_name` with `x` unhashed. A hashed name also reads as the unhashed
+/// name of a 56-character `x`; only a learnt pair ([`NameMap`]) tells them apart.
+pub fn unmap_unhashed(tenant: &str, super_name: &str) -> Option<String> {
+    let rest = super_name.strip_prefix(tenant)?.strip_prefix('-')?;
+    (map(tenant, rest) == super_name).then(|| rest.to_string())
+}
+
+/// The naming map of one tenant, plus the hashed pairs it has learnt, so that it can invert
+/// names that [`unmap_unhashed`] cannot.
+#[derive(Clone, Debug)]
+pub struct NameMap {
+    tenant: Tenant,
+    known: BTreeMap<String, String>,
+}
+
+impl NameMap {
+    /// The map of `tenant` with no learnt pairs.
+    pub fn new(tenant: Tenant) -> Self {
+        Self {
+            tenant,
+            known: BTreeMap::new(),
+        }
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    /// Records that `tenant_name` maps to its super name, so that the super name can be
+    /// inverted even when hashed. Ignored when the pair does not match the map.
+    pub fn learn(&mut self, tenant_name: &str) {
+        let super_name = map(self.tenant.as_str(), tenant_name);
+        if unmap_unhashed(self.tenant.as_str(), &super_name).as_deref() != Some(tenant_name) {
+            self.known.insert(super_name, tenant_name.to_string());
+        }
+    }
+
+    /// The learnt hashed pairs, super name to tenant name.
+    pub fn learnt(&self) -> &BTreeMap<String, String> {
+        &self.known
+    }
+
+    /// The super name of `name`.
+    pub fn to_super(&self, name: &str) -> String {
+        map(self.tenant.as_str(), name)
+    }
+
+    /// The tenant name of `super_name`, or `None` when it is not a name of this tenant.
+    pub fn to_tenant(&self, super_name: &str) -> Option<String> {
+        // Learnt pairs first: a hashed name also reads as the unhashed name of a 56-character
+        // namespace, and the learnt pair is the one that exists.
+        self.known
+            .get(super_name)
+            .cloned()
+            .or_else(|| unmap_unhashed(self.tenant.as_str(), super_name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn short_names_join_with_a_dash() {
+        assert_eq!(map("team-a", "db"), "team-a-db");
+        assert_eq!(unmap_unhashed("team-a", "team-a-db").as_deref(), Some("db"));
+        assert_eq!(unmap_unhashed("team-a", "team-b-db"), None);
+    }
+
+    #[test]
+    fn long_names_are_hashed_to_63_characters() {
+        let x = "n".repeat(60);
+        let out = map("team-a", &x);
+        assert_eq!(out.len(), 63);
+        assert!(out.starts_with(&format!("team-a-{}", "n".repeat(47))));
+        let digest = Sha256::digest(format!("team-a/{x}").as_bytes());
+        assert!(out.ends_with(&format!("-{}", hex(&digest[..4]))));
+        // Read as an unhashed name, it is another (56-character) namespace.
+        assert_ne!(unmap_unhashed("team-a", &out).as_deref(), Some(x.as_str()));
+    }
+
+    #[test]
+    fn exactly_63_is_not_hashed() {
+        let x = "a".repeat(63 - "t-".len());
+        assert_eq!(map("t", &x), format!("t-{x}"));
+    }
+
+    #[test]
+    fn tenant_names_are_validated() {
+        assert!(Tenant::new("team-a").is_ok());
+        assert!(Tenant::new("").is_err());
+        assert!(Tenant::new("Team").is_err());
+        assert!(Tenant::new("-a").is_err());
+        assert!(Tenant::new("a".repeat(21).as_str()).is_err());
+        assert!(Tenant::new("a".repeat(20).as_str()).is_ok());
+    }
+
+    #[test]
+    fn prefix_collisions_are_rejected() {
+        let set = |names: &[&str]| -> Vec<Tenant> {
+            names.iter().map(|n| Tenant::new(n).unwrap()).collect()
+        };
+        assert!(check_tenant_set(&set(&["team-a", "team-b"])).is_ok());
+        assert!(check_tenant_set(&set(&["team", "teams"])).is_ok());
+        assert_eq!(
+            check_tenant_set(&set(&["team-a", "team"])),
+            Err(Error::PrefixCollision {
+                short: "team".into(),
+                long: "team-a".into()
+            })
+        );
+        assert!(matches!(
+            check_tenant_set(&set(&["a", "a"])),
+            Err(Error::DuplicateTenant(_))
+        ));
+    }
+
+    #[test]
+    fn name_map_inverts_learnt_hashed_names() {
+        let mut names = NameMap::new(Tenant::new("team-a").unwrap());
+        let long = "x".repeat(62);
+        let super_name = names.to_super(&long);
+        assert_ne!(names.to_tenant(&super_name).as_deref(), Some(long.as_str()));
+        names.learn(&long);
+        assert_eq!(names.to_tenant(&super_name), Some(long));
+    }
+
+    fn tenant_strategy() -> impl Strategy<Value = String> {
+        "[a-z]([a-z0-9-]{0,18}[a-z0-9])?"
+    }
+
+    fn name_strategy() -> impl Strategy<Value = String> {
+        "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+    }
+
+    proptest! {
+        #[test]
+        fn map_yields_dns_labels(t in tenant_strategy(), x in name_strategy()) {
+            let out = map(&t, &x);
+            prop_assert_eq!(dns_label_problem(&out), None, "{} from {}/{}", out, t, x);
+        }
+
+        #[test]
+        fn map_is_injective_over_valid_tenant_sets(
+            t1 in tenant_strategy(), x1 in name_strategy(),
+            t2 in tenant_strategy(), x2 in name_strategy(),
+        ) {
+            let tenants = [Tenant::new(&t1).unwrap(), Tenant::new(&t2).unwrap()];
+            let valid_set = t1 == t2 || check_tenant_set(&tenants).is_ok();
+            prop_assume!(valid_set);
+            prop_assume!((t1.as_str(), x1.as_str()) != (t2.as_str(), x2.as_str()));
+            prop_assert_ne!(map(&t1, &x1), map(&t2, &x2));
+        }
+
+        #[test]
+        fn map_is_injective_for_shared_prefixes(x1 in name_strategy(), x2 in name_strategy()) {
+            // The interesting collisions are between tenants that share characters.
+            prop_assume!(x1 != x2);
+            for (t1, t2) in [("team", "team"), ("team", "teams"), ("a1", "a")] {
+                if t1 != t2 && check_tenant_set(&[Tenant::new(t1).unwrap(), Tenant::new(t2).unwrap()]).is_err() {
+                    continue;
+                }
+                prop_assert_ne!(map(t1, &x1), map(t2, &x2));
+            }
+        }
+
+        #[test]
+        fn unhashed_names_round_trip(t in tenant_strategy(), x in name_strategy()) {
+            let out = map(&t, &x);
+            if out.len() == t.len() + 1 + x.len() {
+                prop_assert_eq!(unmap_unhashed(&t, &out), Some(x));
+            }
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Loads policy files strictly: every error names the file, line and column, and what was
+//! expected.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::model::{Direction, LabelSelector, PolicyFile};
+use super::{Error, GroupKind, Policy, Resource, Result, Transform, DEFAULT_PUBLIC_LABEL};
+use crate::locate::{Location, Positions};
+use crate::naming::hex;
+use crate::sandbox::{script, Script};
+use crate::schema::{Plan, PlanCache};
+
+/// The only apiVersion and kind of a policy file.
+pub const API_VERSION: &str = "ferry.dev/v1alpha1";
+/// The kind of a policy file.
+pub const KIND: &str = "SyncPolicy";
+
+/// How to load.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Refuse transforms whose bytes do not match their pin (off only for `ferry policy pin`).
+    pub verify_pins: bool,
+    /// Where compiled plans are cached.
+    pub plans: PlanCache,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            verify_pins: true,
+            plans: PlanCache::default(),
+        }
+    }
+}
+
+/// Loads a policy file or directory and verifies every transform pin.
+pub fn load(path: &Path) -> Result<Policy> {
+    load_with(path, &LoadOptions::default())
+}
+
+/// Loads without verifying pins, for `ferry policy pin`.
+pub fn load_unpinned(path: &Path) -> Result<Policy> {
+    load_with(
+        path,
+        &LoadOptions {
+            verify_pins: false,
+            ..LoadOptions::default()
+        },
+    )
+}
+
+/// One parsed file and its positions.
+struct Parsed {
+    file: PathBuf,
+    positions: Positions,
+    doc: PolicyFile,
+}
+
+/// The policy files `path` names: itself, or every `*.yaml`/`*.yml` directly in it.
+pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::Read {
+        at: Location::file(path),
+        message: e.to_string(),
+    })?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| Error::Read {
+        at: Location::file(path),
+        message: e.to_string(),
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Invalid {
+            at: Location::file(path),
+            message: "the directory holds no *.yaml policy files".into(),
+        });
+    }
+    Ok(files)
+}
+
+/// Loads with explicit options.
+pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
+    let mut parsed = Vec::new();
+    for file in policy_files(path)? {
+        parsed.push(parse_file(&file)?);
+    }
+    let mut policy = Policy {
+        files: parsed.iter().map(|p| p.file.clone()).collect(),
+        ..Policy::default()
+    };
+    for p in &parsed {
+        load_transforms(p, options, &mut policy)?;
+    }
+    let mut first_seen: BTreeMap<GroupKind, Location> = BTreeMap::new();
+    for p in &parsed {
+        for (i, entry) in p.doc.spec.resources.iter().enumerate() {
+            let resource = load_resource(p, i, entry, options, &policy)?;
+            if let Some(first) = first_seen.get(&resource.group_kind) {
+                return Err(Error::Duplicate {
+                    at: p.positions.at(&format!("spec.resources[{i}].kind")),
+                    first: first.clone(),
+                    kind: resource.group_kind.to_string(),
+                });
+            }
+            first_seen.insert(resource.group_kind.clone(), resource.at.clone());
+            policy.resources.push(resource);
+        }
+    }
+    Ok(policy)
+}
+
+fn parse_file(file: &Path) -> Result<Parsed> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::Read {
+        at: Location::file(file),
+        message: e.to_string(),
+    })?;
+    let positions = Positions::index(file, &text);
+    let doc: PolicyFile = serde_yaml::from_str(&text).map_err(|e| {
+        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+        Error::Invalid {
+            at: Location {
+                file: file.to_path_buf(),
+                line,
+                column,
+            },
+            message: describe_serde(&e.to_string()),
+        }
+    })?;
+    let invalid = |path: &str, message: String| Error::Invalid {
+        at: positions.at(path),
+        message,
+    };
+    if doc.api_version != API_VERSION {
+        return Err(invalid(
+            "apiVersion",
+            format!("apiVersion: expected {API_VERSION:?}, found {:?}", doc.api_version),
+        ));
+    }
+    if doc.kind != KIND {
+        return Err(invalid("kind", format!("kind: expected {KIND:?}, found {:?}", doc.kind)));
+    }
+    Ok(Parsed {
+        file: file.to_path_buf(),
+        positions,
+        doc,
+    })
+}
+
+/// serde's messages name the field and the expected set; drop serde_yaml's trailing position
+/// (printed first instead) and say "found" the way the rest of ferry does.
+fn describe_serde(message: &str) -> String {
+    crate::schema::load::strip_location(message)
+}
+
+/// `target` resolved against the policy file's directory, with `.` and `..` folded so that
+/// messages show `schemas/x.yaml` rather than `policies/../schemas/x.yaml`.
+pub fn relative(policy_file: &Path, target: &str) -> PathBuf {
+    use std::path::Component;
+    let base = policy_file.parent().unwrap_or(Path::new("."));
+    let mut out = PathBuf::new();
+    for part in base.join(target).components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let last = out.components().next_back();
+                if matches!(last, Some(Component::Normal(_))) {
+                    out.pop();
+                } else {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Result<()> {
+    for (i, entry) in p.doc.spec.transforms.iter().enumerate() {
+        let here = |field: &str| p.positions.at(&format!("spec.transforms[{i}].{field}"));
+        if let Some(problem) = crate::naming::dns_label_problem(&entry.name) {
+            return Err(Error::Invalid {
+                at: here("name"),
+                message: format!("transform name {:?} must be a DNS label: {problem}", entry.name),
+            });
+        }
+        if let Some(existing) = policy.transforms.get(&entry.name) {
+            return Err(Error::Invalid {
+                at: here("name"),
+                message: format!("transform {:?} is declared twice (first at {})", entry.name, existing.at),
+            });
+        }
+        let limits = entry.limits;
+        for (field, value) in [
+            ("maxSteps", limits.max_steps),
+            ("maxHeapBytes", limits.max_heap_bytes),
+            ("timeoutMs", limits.timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(Error::Invalid {
+                    at: here(&format!("limits.{field}")),
+                    message: format!("limits.{field}: expected a positive number, found 0"),
+                });
+            }
+        }
+        if limits.timeout_ms > 60_000 {
+            return Err(Error::Invalid {
+                at: here("limits.timeoutMs"),
+                message: format!("limits.timeoutMs: at most 60000 is allowed, found {}", limits.timeout_ms),
+            });
+        }
+        let file = relative(&p.file, &entry.file);
+        let bytes = std::fs::read(&file).map_err(|e| Error::Read {
+            at: here("file"),
+            message: format!("transform file {}: {e}", file.display()),
+        })?;
+        let digest = hex(&Sha256::digest(&bytes));
+        match &entry.sha256 {
+            Some(pin) if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                return Err(Error::Invalid {
+                    at: here("sha256"),
+                    message: format!("sha256: expected 64 hex digits, found {pin:?}"),
+                })
+            }
+            Some(pin) if options.verify_pins && !pin.eq_ignore_ascii_case(&digest) => {
+                return Err(Error::PinMismatch {
+                    at: here("sha256"),
+                    name: entry.name.clone(),
+                    file: file.display().to_string(),
+                    expected: pin.to_ascii_lowercase(),
+                    actual: digest,
+                })
+            }
+            None if options.verify_pins => {
+                return Err(Error::Invalid {
+                    at: p.positions.at(&format!("spec.transforms[{i}]")),
+                    message: format!(
+                        "transform {}: no sha256 pin; review {} and run `ferry policy pin {}` (its sha256 is {digest})",
+                        entry.name,
+                        file.display(),
+                        p.file.display()
+                    ),
+                })
+            }
+            _ => {}
+        }
+        let source: Arc<str> = String::from_utf8(bytes)
+            .map_err(|_| Error::Invalid {
+                at: here("file"),
+                message: format!("transform file {} is not UTF-8 text", file.display()),
+            })?
+            .into();
+        let hooks = script::inspect(&file.display().to_string(), &source).map_err(|message| Error::Invalid {
+            at: here("file"),
+            message: format!("transform {}: {message}", entry.name),
+        })?;
+        policy.transforms.insert(
+            entry.name.clone(),
+            Transform {
+                script: Arc::new(Script {
+                    name: entry.name.clone(),
+                    file: file.display().to_string(),
+                    source,
+                    digest,
+                    limits,
+                }),
+                file,
+                hooks,
+                at: p.positions.at(&format!("spec.transforms[{i}]")),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Whether `v` is a Kubernetes version string (`v1`, `v1beta2`, `v2alpha1`).
+fn is_version(v: &str) -> bool {
+    let Some(rest) = v.strip_prefix('v') else { return false };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || rest.starts_with('0') {
+        return false;
+    }
+    let tail = &rest[digits..];
+    tail.is_empty()
+        || ["alpha", "beta"].iter().any(|stage| {
+            tail.strip_prefix(stage)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+fn load_resource(
+    p: &Parsed,
+    i: usize,
+    entry: &super::model::ResourceEntry,
+    options: &LoadOptions,
+    policy: &Policy,
+) -> Result<Resource> {
+    let here = |field: &str| p.positions.at(&format!("spec.resources[{i}].{field}"));
+    let invalid = |field: &str, message: String| Error::Invalid { at: here(field), message };
+    let (group, version) = crate::schema::load::split_api_version(&entry.api_version);
+    if !is_version(version) || entry.api_version.matches('/').count() > 1 || (entry.api_version.contains('/') && group.is_empty()) {
+        return Err(invalid(
+            "apiVersion",
+            format!(
+                "apiVersion: expected group/version with exactly one version (like example.com/v1, or v1 for core kinds), found {:?}",
+                entry.api_version
+            ),
+        ));
+    }
+    let kind_ok = entry.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && entry.kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if !kind_ok {
+        return Err(invalid(
+            "kind",
+            format!("kind: expected a CamelCase kind like Database, found {:?}", entry.kind),
+        ));
+    }
+    if entry.dependency && entry.direction != Direction::ToSuper {
+        return Err(invalid(
+            "dependency",
+            "dependency: true needs direction toSuper (dependencies are tenant objects synced down while referenced)".into(),
+        ));
+    }
+    let selector = match (&entry.selector, entry.direction) {
+        (Some(s), _) => {
+            if let Some(problem) = s.problem() {
+                return Err(invalid("selector", format!("selector: {problem}")));
+            }
+            Some(s.clone())
+        }
+        (None, Direction::FromSuper) => Some(LabelSelector {
+            match_labels: [(DEFAULT_PUBLIC_LABEL.to_string(), "true".to_string())].into(),
+            match_expressions: Vec::new(),
+        }),
+        (None, Direction::ToSuper) => None,
+    };
+    let needed = match entry.direction {
+        Direction::ToSuper => crate::sandbox::Hook::ToSuper,
+        Direction::FromSuper => crate::sandbox::Hook::ToTenant,
+    };
+    let mut transforms = Vec::new();
+    for (j, name) in entry.transforms.iter().enumerate() {
+        let Some(t) = policy.transforms.get(name) else {
+            let known: Vec<_> = policy.transforms.keys().map(String::as_str).collect();
+            return Err(invalid(
+                &format!("transforms[{j}]"),
+                format!(
+                    "unknown transform {name:?}; spec.transforms declares {}",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            ));
+        };
+        if !t.hooks.has(needed) {
+            return Err(invalid(
+                &format!("transforms[{j}]"),
+                format!(
+                    "transform {name} ({}) does not define {}(obj, ctx), which {} kinds need",
+                    t.file.display(),
+                    needed.function(),
+                    entry.direction
+                ),
+            ));
+        }
+        transforms.push(t.script.clone());
+    }
+    let plan = match &entry.schema {
+        Some(schema) => {
+            let file = relative(&p.file, schema);
+            options
+                .plans
+                .get(&file, &entry.api_version, &entry.kind)
+                .map_err(|source| Error::Schema { at: here("schema"), source })?
+        }
+        None => Arc::new(Plan::default()),
+    };
+    Ok(Resource {
+        api_version: entry.api_version.clone(),
+        group_kind: GroupKind {
+            group: group.to_string(),
+            kind: entry.kind.clone(),
+        },
+        direction: entry.direction,
+        scope: entry.scope,
+        plan,
+        transforms,
+        dependency: entry.dependency,
+        selector,
+        at: p.positions.at(&format!("spec.resources[{i}]")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for ok in ["v1", "v1beta1", "v2alpha3", "v10"] {
+            assert!(is_version(ok), "{ok}");
+        }
+        for bad in ["", "1", "v", "v0", "v1beta", "v1gamma1", "V1"] {
+            assert!(!is_version(bad), "{bad}");
+        }
+    }
+}

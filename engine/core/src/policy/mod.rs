@@ -1,0 +1,184 @@
+//! The policy: which kinds may cross, in which direction, with which schema and transforms.
+//!
+//! ```text
+//!  policies/x.yaml | policies/ ─▶ load::load (strict serde + positions) ─▶ Policy
+//!                                      ├─ schema plans (schema::PlanCache)
+//!                                      └─ transform scripts (sha256-verified, parsed)
+//! ```
+
+pub mod load;
+pub mod model;
+pub mod pin;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use load::{load, load_unpinned, LoadOptions};
+pub use model::{Direction, LabelSelector, Scope, SelectorRequirement};
+
+use crate::locate::Location;
+use crate::sandbox::script::Hooks;
+use crate::sandbox::Script;
+use crate::schema::Plan;
+
+/// The label a fromSuper object must carry when its rule has no selector.
+pub const DEFAULT_PUBLIC_LABEL: &str = "tenancy.x-k8s.io/super.public";
+
+/// A problem loading a policy. Every variant says where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory could not be read.
+    #[error("{at}: cannot read: {message}")]
+    Read {
+        /// The path.
+        at: Location,
+        /// The I/O error.
+        message: String,
+    },
+    /// Syntax, an unknown field, a wrong type, or a value out of range.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// Where.
+        at: Location,
+        /// What was expected and found.
+        message: String,
+    },
+    /// The same kind approved twice.
+    #[error("{at}: {kind} is approved twice (first at {first})")]
+    Duplicate {
+        /// The second approval.
+        at: Location,
+        /// The first approval.
+        first: Location,
+        /// `group/Kind`.
+        kind: String,
+    },
+    /// A transform file's bytes do not match its pin.
+    #[error("{at}: transform {name}: sha256 of {file} is {actual}, but the policy pins {expected} (review the change, then run `ferry policy pin`)")]
+    PinMismatch {
+        /// The pin.
+        at: Location,
+        /// The transform.
+        name: String,
+        /// Its file.
+        file: String,
+        /// The pinned digest.
+        expected: String,
+        /// The file's digest.
+        actual: String,
+    },
+    /// A schema referenced by the policy is invalid.
+    #[error("{at}: schema: {source}")]
+    Schema {
+        /// The `schema:` entry.
+        at: Location,
+        /// The schema's own error (with its file and line).
+        source: crate::schema::Error,
+    },
+}
+
+impl Error {
+    /// The short name used in reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Read { .. } => "PolicyUnreadable",
+            Error::Invalid { .. } => "PolicyInvalid",
+            Error::Duplicate { .. } => "DuplicateKind",
+            Error::PinMismatch { .. } => "PinMismatch",
+            Error::Schema { .. } => "SchemaInvalid",
+        }
+    }
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A group and kind: what the policy approves (one version each).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKind {
+    /// The API group, empty for core.
+    pub group: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl std::fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+/// One approved kind.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    /// `group/version` (or `v1`).
+    pub api_version: String,
+    /// Group and kind.
+    pub group_kind: GroupKind,
+    /// Which way objects flow.
+    pub direction: Direction,
+    /// Namespaced or cluster-scoped.
+    pub scope: Scope,
+    /// The compiled schema annotations (empty when the entry names no schema).
+    pub plan: Arc<Plan>,
+    /// The transforms, in order.
+    pub transforms: Vec<Arc<Script>>,
+    /// Synced only while referenced.
+    pub dependency: bool,
+    /// Which objects of the kind cross.
+    pub selector: Option<LabelSelector>,
+    /// Where the entry is written.
+    pub at: Location,
+}
+
+impl Resource {
+    /// The version of `api_version`.
+    pub fn version(&self) -> &str {
+        crate::schema::load::split_api_version(&self.api_version).1
+    }
+}
+
+/// A transform declared in `spec.transforms`.
+#[derive(Clone, Debug)]
+pub struct Transform {
+    /// The script, ready for the sandbox.
+    pub script: Arc<Script>,
+    /// The file.
+    pub file: PathBuf,
+    /// The hooks it defines.
+    pub hooks: Hooks,
+    /// Where it is declared.
+    pub at: Location,
+}
+
+/// A loaded, validated policy: the union of one or more policy files.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    /// Approved kinds, in file order.
+    pub resources: Vec<Resource>,
+    /// Declared transforms by name.
+    pub transforms: BTreeMap<String, Transform>,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Policy {
+    /// The rule approving `group`/`kind` (any version), if any.
+    pub fn resource(&self, group: &str, kind: &str) -> Option<&Resource> {
+        self.resources
+            .iter()
+            .find(|r| r.group_kind.group == group && r.group_kind.kind == kind)
+    }
+
+    /// The rule for an object's `apiVersion` and `kind`: the group and kind must be approved
+    /// and the version must be the approved one.
+    pub fn resource_for(&self, api_version: &str, kind: &str) -> Option<&Resource> {
+        let (group, version) = crate::schema::load::split_api_version(api_version);
+        self.resource(group, kind).filter(|r| r.version() == version)
+    }
+}

@@ -1,0 +1,186 @@
+//! The policy file format (`SyncPolicy`), exactly as written: strict, unknown fields refused.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::Limits;
+
+/// Which way an approved kind flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Direction {
+    /// Tenant objects go down (spec), status comes up.
+    ToSuper,
+    /// Selected super objects are copied read-only into every tenant.
+    FromSuper,
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::ToSuper => "toSuper",
+            Direction::FromSuper => "fromSuper",
+        })
+    }
+}
+
+/// Whether the kind lives in namespaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Scope {
+    /// Objects live in namespaces (the default).
+    #[default]
+    Namespaced,
+    /// Objects are cluster-scoped; tenant objects are renamed in the super cluster.
+    Cluster,
+}
+
+/// A Kubernetes LabelSelector.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    /// Labels that must be equal.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<SelectorRequirement>,
+}
+
+/// One set-based requirement of a LabelSelector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectorRequirement {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// The values for `In` and `NotIn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl LabelSelector {
+    /// Whether `labels` satisfy the selector.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| {
+                let value = labels.get(&r.key);
+                match r.operator.as_str() {
+                    "In" => value.is_some_and(|v| r.values.contains(v)),
+                    "NotIn" => !value.is_some_and(|v| r.values.contains(v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    _ => false,
+                }
+            })
+    }
+
+    /// Why the selector is malformed, if it is.
+    pub fn problem(&self) -> Option<String> {
+        for (i, r) in self.match_expressions.iter().enumerate() {
+            match r.operator.as_str() {
+                "In" | "NotIn" if r.values.is_empty() => {
+                    return Some(format!("matchExpressions[{i}]: operator {} needs values", r.operator))
+                }
+                "Exists" | "DoesNotExist" if !r.values.is_empty() => {
+                    return Some(format!("matchExpressions[{i}]: operator {} takes no values", r.operator))
+                }
+                "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+                other => {
+                    return Some(format!(
+                        "matchExpressions[{i}].operator: expected In, NotIn, Exists or DoesNotExist, found {other:?}"
+                    ))
+                }
+            }
+        }
+        None
+    }
+}
+
+/// A policy file.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyFile {
+    /// Must be `ferry.dev/v1alpha1`.
+    pub api_version: String,
+    /// Must be `SyncPolicy`.
+    pub kind: String,
+    /// Name and labels; informational.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// The approvals.
+    pub spec: PolicySpec,
+}
+
+/// The metadata ferry reads from its own files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// The name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `spec` of a policy file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicySpec {
+    /// Approved kinds.
+    #[serde(default)]
+    pub resources: Vec<ResourceEntry>,
+    /// Declared transforms.
+    #[serde(default)]
+    pub transforms: Vec<TransformEntry>,
+}
+
+/// One entry of `spec.resources`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceEntry {
+    /// `group/version`, exactly one version.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+    /// `toSuper` or `fromSuper`.
+    pub direction: Direction,
+    /// `Namespaced` (default) or `Cluster`.
+    #[serde(default)]
+    pub scope: Scope,
+    /// Schema file, relative to the policy file.
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// Transform names, applied in order.
+    #[serde(default)]
+    pub transforms: Vec<String>,
+    /// Synced only while a synced object references it.
+    #[serde(default)]
+    pub dependency: bool,
+    /// Which objects cross.
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+}
+
+/// One entry of `spec.transforms`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransformEntry {
+    /// The name resources use.
+    pub name: String,
+    /// The Starlark file, relative to the policy file.
+    pub file: String,
+    /// The approval pin of the file's bytes.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Per-call limits.
+    #[serde(default)]
+    pub limits: Limits,
+}

@@ -1,0 +1,229 @@
+//! Annotated schemas: which fields of a kind hold namespaces, references, selectors,
+//! tenant-private or super-owned data, compiled into a [`Plan`] that translation walks.
+//!
+//! ```text
+//!  schemas/x.yaml (CRD or OpenAPI document) ─▶ load::find_schema ─▶ openapiv3::Schema
+//!        ─▶ compile::compile (x-ferry-*, kustomize object-ref, $ref, items, maps) ─▶ Plan
+//! ```
+//!
+//! A plan keeps only the branches that lead to an annotation, so translating an object
+//! touches only the fields that can change.
+
+pub mod compile;
+pub mod load;
+
+use std::collections::BTreeMap;
+
+use crate::locate::Location;
+
+pub use compile::compile;
+pub use load::{load_plan, PlanCache};
+
+/// A problem with a schema file or one of its annotations.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("{file}: cannot read schema: {message}")]
+    Read {
+        /// The schema file.
+        file: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// The file is not YAML/JSON, or a schema in it is not OpenAPI v3.
+    #[error("{at}: {message}")]
+    Parse {
+        /// Where.
+        at: Location,
+        /// What was expected and found.
+        message: String,
+    },
+    /// The file holds no schema for the kind the policy approves.
+    #[error("{file}: no schema for {api_version} {kind}: {message}")]
+    NoSchema {
+        /// The schema file.
+        file: String,
+        /// The approved apiVersion.
+        api_version: String,
+        /// The approved kind.
+        kind: String,
+        /// What the file does hold.
+        message: String,
+    },
+    /// An annotation is malformed or on the wrong kind of field.
+    #[error("{at}: {field}: {message}")]
+    Annotation {
+        /// Where in the schema file.
+        at: Location,
+        /// The object field path the annotation is on (`spec.secretRef`).
+        field: String,
+        /// What was expected and found.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The short name used in reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Read { .. } => "SchemaUnreadable",
+            Error::Parse { .. } => "SchemaInvalid",
+            Error::NoSchema { .. } => "SchemaMissing",
+            Error::Annotation { .. } => "AnnotationInvalid",
+        }
+    }
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A reference to another object (`x-ferry-ref`, or kustomize's object-ref extensions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefRule {
+    /// Fixed target apiVersion (or a bare group), the fallback when `api_version_field` is empty.
+    pub api_version: Option<String>,
+    /// Fixed target kind, the fallback when `kind_field` is empty.
+    pub kind: Option<String>,
+    /// Field naming the target apiVersion or group.
+    pub api_version_field: Option<String>,
+    /// Field naming the target kind.
+    pub kind_field: Option<String>,
+    /// Field holding the name (on an object; default `name`).
+    pub name_field: String,
+    /// Field holding the namespace, if the reference can cross namespaces.
+    pub namespace_field: Option<String>,
+    /// A reference to a kind the policy does not sync passes unchanged.
+    pub passthrough: bool,
+}
+
+/// What an annotation asks translation to do with a field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `x-ferry-namespace: true`: the string is a tenant namespace.
+    Namespace,
+    /// `x-ferry-ref`: the field refers to another object.
+    Ref(RefRule),
+    /// `x-ferry-selector: true`: a LabelSelector scoped to the tenant.
+    Selector,
+    /// `x-ferry-owner: super`: written in the super cluster, flows up, never down.
+    OwnerSuper,
+    /// `x-ferry-drop: true`: never leaves the tenant.
+    Drop,
+}
+
+impl Rule {
+    /// The annotation's name, as `--explain` prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::Namespace => "x-ferry-namespace",
+            Rule::Ref(_) => "x-ferry-ref",
+            Rule::Selector => "x-ferry-selector",
+            Rule::OwnerSuper => "x-ferry-owner: super",
+            Rule::Drop => "x-ferry-drop",
+        }
+    }
+}
+
+/// A rule and where it was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Annotated {
+    /// The rule.
+    pub rule: Rule,
+    /// `file:line:column` of the annotation.
+    pub origin: Location,
+}
+
+/// One field of the compiled plan and the branches below it that lead to rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Node {
+    /// Rules on this field itself.
+    pub rules: Vec<Annotated>,
+    /// Named properties.
+    pub fields: BTreeMap<String, Node>,
+    /// Every element of an array.
+    pub items: Option<Box<Node>>,
+    /// Every value of a map (`additionalProperties`).
+    pub values: Option<Box<Node>>,
+}
+
+impl Node {
+    /// True when no rule is at or below this node.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+            && self.fields.is_empty()
+            && self.items.is_none()
+            && self.values.is_none()
+    }
+
+    /// Whether a rule of this variant is on this node.
+    pub fn has(&self, pred: impl Fn(&Rule) -> bool) -> bool {
+        self.rules.iter().any(|a| pred(&a.rule))
+    }
+
+    /// Merges `other` into `self` (for `allOf`/`anyOf`/`oneOf` branches).
+    pub fn merge(&mut self, other: Node) {
+        for rule in other.rules {
+            if !self.rules.iter().any(|r| r.rule == rule.rule) {
+                self.rules.push(rule);
+            }
+        }
+        for (k, v) in other.fields {
+            self.fields.entry(k).or_default().merge(v);
+        }
+        merge_boxed(&mut self.items, other.items);
+        merge_boxed(&mut self.values, other.values);
+    }
+
+    /// Every rule in the plan with its field path (`spec.items[*].name`, `spec.labels.*`).
+    pub fn walk<'a>(&'a self, path: &str, out: &mut Vec<(String, &'a Annotated)>) {
+        for rule in &self.rules {
+            out.push((path.to_string(), rule));
+        }
+        let join = |seg: &str| {
+            if path.is_empty() {
+                seg.to_string()
+            } else {
+                format!("{path}.{seg}")
+            }
+        };
+        for (k, v) in &self.fields {
+            v.walk(&join(k), out);
+        }
+        if let Some(items) = &self.items {
+            items.walk(&format!("{path}[*]"), out);
+        }
+        if let Some(values) = &self.values {
+            values.walk(&join("*"), out);
+        }
+    }
+}
+
+fn merge_boxed(into: &mut Option<Box<Node>>, from: Option<Box<Node>>) {
+    match (into.as_mut(), from) {
+        (Some(a), Some(b)) => a.merge(*b),
+        (None, Some(b)) => *into = Some(b),
+        _ => {}
+    }
+}
+
+/// The compiled annotations of one kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The schema file the plan came from (empty for a kind without schema).
+    pub file: String,
+    /// The object's root.
+    pub root: Node,
+    /// Fields the schema knows, as paths, for `ferry check --against` and lints.
+    pub known_paths: Vec<String>,
+    /// Unannotated string fields whose names suggest a namespace or a reference.
+    pub suspicious: Vec<(String, Location)>,
+}
+
+impl Plan {
+    /// Every rule with its field path.
+    pub fn rules(&self) -> Vec<(String, &Annotated)> {
+        let mut out = Vec::new();
+        self.root.walk("", &mut out);
+        out
+    }
+}

@@ -1,0 +1,269 @@
+//! Metadata rules (DESIGN.md "Metadata" and "Naming"): what ferry keeps, rewrites, adds and
+//! strips on the way down and up.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::{
+    join, Change, Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
+    ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
+};
+use crate::naming::NameMap;
+use crate::policy::{Resource, Scope};
+
+/// Holds the whole last-applied object, including fields that must not leave the tenant.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The namespace a namespaced object without one is read in, as kubectl does.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The object's labels as strings.
+pub fn labels(obj: &Map<String, Value>) -> BTreeMap<String, String> {
+    string_map(obj.get("metadata").and_then(|m| m.get("labels")))
+}
+
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn record(changes: &mut Option<&mut Vec<Change>>, path: String, before: Option<Value>, after: Option<Value>, rule: &str) {
+    if let Some(changes) = changes.as_deref_mut() {
+        changes.push(Change { path, before, after, rule: rule.to_string() });
+    }
+}
+
+fn text<'v>(m: &'v Map<String, Value>, key: &str) -> Option<&'v str> {
+    m.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// Copies labels or annotations, leaving out ferry's reserved keys and the last-applied
+/// configuration, and recording what it left out.
+fn copy_user_keys(
+    from: Option<&Value>,
+    field: &str,
+    changes: &mut Option<&mut Vec<Change>>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in from.and_then(Value::as_object).into_iter().flatten() {
+        if k.starts_with(RESERVED_PREFIX) {
+            record(changes, join(&format!("metadata.{field}"), k), Some(v.clone()), None,
+                "metadata: ferry.dev/ keys are ferry's; an object cannot set them (ownership cannot be forged)");
+        } else if k == LAST_APPLIED {
+            record(changes, join(&format!("metadata.{field}"), k), Some(v.clone()), None,
+                "metadata: the last-applied configuration would carry fields that must not leave their side");
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+fn insert(map: &mut Map<String, Value>, field: &str, key: &str, value: String, changes: &mut Option<&mut Vec<Change>>, rule: &str) {
+    record(changes, join(&format!("metadata.{field}"), key), None, Some(Value::String(value.clone())), rule);
+    map.insert(key.to_string(), Value::String(value));
+}
+
+/// Rewrites the metadata of a tenant object for the super cluster and drops its status.
+pub fn down(
+    obj: &mut Map<String, Value>,
+    resource: &Resource,
+    names: &NameMap,
+    mut changes: Option<&mut Vec<Change>>,
+) -> Result<()> {
+    let meta = match obj.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => return Err(Refusal::new(Reason::Invalid, "metadata: expected an object with a name")),
+    };
+    let Some(name) = text(&meta, "name") else {
+        return Err(Refusal::new(
+            Reason::Invalid,
+            "metadata.name is empty (objects created with generateName are synced once the API server has named them)",
+        ));
+    };
+    let tenant = names.tenant().as_str();
+    let mut out = Map::new();
+    let super_name = match resource.scope {
+        Scope::Namespaced => name.to_string(),
+        Scope::Cluster => names.to_super(name),
+    };
+    if super_name != name {
+        record(&mut changes, "metadata.name".into(), Some(name.into()), Some(super_name.clone().into()),
+            "naming: cluster-scoped tenant objects are renamed map(tenant, name)");
+    }
+    out.insert("name".into(), Value::String(super_name));
+    let namespace = match resource.scope {
+        Scope::Namespaced => {
+            let ns = text(&meta, "namespace").unwrap_or(DEFAULT_NAMESPACE).to_string();
+            let super_ns = names.to_super(&ns);
+            record(&mut changes, "metadata.namespace".into(),
+                meta.get("namespace").cloned(), Some(super_ns.clone().into()),
+                "naming: super namespace map(tenant, namespace)");
+            out.insert("namespace".into(), Value::String(super_ns));
+            Some(ns)
+        }
+        Scope::Cluster => {
+            if let Some(ns) = meta.get("namespace") {
+                record(&mut changes, "metadata.namespace".into(), Some(ns.clone()), None,
+                    "naming: cluster-scoped objects have no namespace");
+            }
+            None
+        }
+    };
+    let mut labels = copy_user_keys(meta.get("labels"), "labels", &mut changes);
+    insert(&mut labels, "labels", LABEL_TENANT, tenant.to_string(), &mut changes, "metadata: ownership label");
+    out.insert("labels".into(), Value::Object(labels));
+    let mut annotations = copy_user_keys(meta.get("annotations"), "annotations", &mut changes);
+    if let Some(ns) = namespace {
+        insert(&mut annotations, "annotations", ANN_TENANT_NAMESPACE, ns, &mut changes, "metadata: ownership annotation");
+    }
+    insert(&mut annotations, "annotations", ANN_TENANT_NAME, name.to_string(), &mut changes, "metadata: ownership annotation");
+    if let Some(uid) = text(&meta, "uid") {
+        insert(&mut annotations, "annotations", ANN_TENANT_UID, uid.to_string(), &mut changes, "metadata: ownership annotation");
+    }
+    out.insert("annotations".into(), Value::Object(annotations));
+    for (k, v) in &meta {
+        if !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations") {
+            record(&mut changes, format!("metadata.{k}"), Some(v.clone()), None,
+                "metadata: set by each API server, never copied");
+        }
+    }
+    obj.insert("metadata".into(), Value::Object(out));
+    if let Some(status) = obj.remove("status") {
+        record(&mut changes, "status".into(), Some(status), None, "metadata: status never goes down");
+    }
+    Ok(())
+}
+
+/// The tenant fragment of a super object of a toSuper kind: apiVersion, kind, the tenant's
+/// name and namespace, status and the super-owned fields, still mapped (the field rules unmap
+/// them next). Refuses an object that is not this tenant's.
+pub fn up(
+    obj: &Map<String, Value>,
+    resource: &Resource,
+    names: &mut NameMap,
+    mut changes: Option<&mut Vec<Change>>,
+) -> Result<Value> {
+    let tenant = names.tenant().as_str().to_string();
+    let empty = Map::new();
+    let meta = obj.get("metadata").and_then(Value::as_object).unwrap_or(&empty);
+    let owner = labels(obj).get(LABEL_TENANT).cloned();
+    if owner.as_deref() != Some(tenant.as_str()) {
+        return Err(Refusal::new(
+            Reason::SyncConflict,
+            match owner {
+                Some(other) => format!("the super object belongs to tenant {other:?}, not {tenant:?}"),
+                None => format!("the super object has no {LABEL_TENANT} label: ferry does not own it"),
+            },
+        ));
+    }
+    let annotations = string_map(meta.get("annotations"));
+    let super_name = text(meta, "name").unwrap_or("");
+    let name = match (resource.scope, annotations.get(ANN_TENANT_NAME)) {
+        (Scope::Namespaced, _) => super_name.to_string(),
+        (Scope::Cluster, Some(n)) if names.to_super(n) == super_name => n.clone(),
+        (Scope::Cluster, _) => names.to_tenant(super_name).ok_or_else(|| {
+            Refusal::new(Reason::SyncConflict, format!("super name {super_name:?} is not a name of tenant {tenant:?}"))
+        })?,
+    };
+    let mut out = Map::new();
+    out.insert("apiVersion".into(), obj.get("apiVersion").cloned().unwrap_or(Value::Null));
+    out.insert("kind".into(), obj.get("kind").cloned().unwrap_or(Value::Null));
+    let mut tenant_meta = Map::new();
+    if name != super_name {
+        record(&mut changes, "metadata.name".into(), Some(super_name.into()), Some(name.clone().into()),
+            "naming: the tenant name of a renamed cluster-scoped object");
+    }
+    tenant_meta.insert("name".into(), Value::String(name));
+    if resource.scope == Scope::Namespaced {
+        let super_ns = text(meta, "namespace").unwrap_or("");
+        let ns = match annotations.get(ANN_TENANT_NAMESPACE) {
+            Some(ns) if names.to_super(ns) == super_ns => ns.clone(),
+            Some(ns) => {
+                return Err(Refusal::new(
+                    Reason::SyncConflict,
+                    format!("annotation {ANN_TENANT_NAMESPACE}={ns:?} does not map to the object's namespace {super_ns:?}"),
+                ))
+            }
+            None => names.to_tenant(super_ns).ok_or_else(|| {
+                Refusal::new(Reason::SyncConflict, format!("super namespace {super_ns:?} is not a namespace of tenant {tenant:?}"))
+            })?,
+        };
+        names.learn(&ns);
+        record(&mut changes, "metadata.namespace".into(), Some(super_ns.into()), Some(ns.clone().into()),
+            "naming: the tenant namespace of the super namespace");
+        tenant_meta.insert("namespace".into(), Value::String(ns));
+    }
+    out.insert("metadata".into(), Value::Object(tenant_meta));
+    if let Some(status) = obj.get("status") {
+        out.insert("status".into(), status.clone());
+    }
+    copy_owned(&resource.plan.root, obj, &mut out, "", &mut changes);
+    Ok(Value::Object(out))
+}
+
+/// Copies every `x-ferry-owner: super` field of `from` into `to` at the same path.
+fn copy_owned(
+    node: &crate::schema::Node,
+    from: &Map<String, Value>,
+    to: &mut Map<String, Value>,
+    path: &str,
+    changes: &mut Option<&mut Vec<Change>>,
+) {
+    for (key, child) in &node.fields {
+        let Some(value) = from.get(key) else { continue };
+        let child_path = join(path, key);
+        if child.has(|r| matches!(r, crate::schema::Rule::OwnerSuper)) {
+            if path.is_empty() && key == "status" {
+                continue;
+            }
+            record(changes, child_path, None, Some(value.clone()), "x-ferry-owner: super (flows up like status)");
+            to.insert(key.clone(), value.clone());
+        } else if let Value::Object(inner) = value {
+            let mut sub = match to.remove(key) {
+                Some(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            copy_owned(child, inner, &mut sub, &child_path, changes);
+            if !sub.is_empty() {
+                to.insert(key.clone(), Value::Object(sub));
+            }
+        }
+    }
+}
+
+/// The read-only tenant copy of a public super object.
+pub fn from_super(obj: &Map<String, Value>, mut changes: Option<&mut Vec<Change>>) -> Map<String, Value> {
+    let mut out = obj.clone();
+    let empty = Map::new();
+    let meta = obj.get("metadata").and_then(Value::as_object).unwrap_or(&empty);
+    let mut tenant_meta = Map::new();
+    for key in ["name", "namespace"] {
+        if let Some(v) = meta.get(key) {
+            tenant_meta.insert(key.into(), v.clone());
+        }
+    }
+    let mut labels = copy_user_keys(meta.get("labels"), "labels", &mut changes);
+    insert(&mut labels, "labels", LABEL_FROM_SUPER, "true".into(), &mut changes, "metadata: marks a read-only copy from the super cluster");
+    tenant_meta.insert("labels".into(), Value::Object(labels));
+    let mut annotations = copy_user_keys(meta.get("annotations"), "annotations", &mut changes);
+    if let Some(uid) = text(meta, "uid") {
+        insert(&mut annotations, "annotations", ANN_SUPER_UID, uid.to_string(), &mut changes, "metadata: the super object this copy follows");
+    }
+    if !annotations.is_empty() {
+        tenant_meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    for (k, v) in meta {
+        if !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations") {
+            record(&mut changes, format!("metadata.{k}"), Some(v.clone()), None, "metadata: set by each API server, never copied");
+        }
+    }
+    out.insert("metadata".into(), Value::Object(tenant_meta));
+    out
+}

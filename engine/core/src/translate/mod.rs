@@ -1,0 +1,332 @@
+//! Translation of one object between a tenant and the super cluster.
+//!
+//! ```text
+//!  down (toSuper):  tenant object ─▶ approve ─▶ metadata::down ─▶ fields (Down) ─▶ to_super*
+//!                   ─▶ invariants ─▶ super object
+//!  up (toSuper):    super object ─▶ ownership ─▶ metadata::up ─▶ status + owner fields
+//!                   ─▶ fields (Up) ─▶ to_tenant* ─▶ invariants ─▶ tenant fragment
+//!  up (fromSuper):  super object ─▶ selector ─▶ metadata::from_super ─▶ to_tenant* ─▶ tenant copy
+//! ```
+//!
+//! Each step records what it changed and why, for `ferry translate --explain`. A refusal says
+//! why in one line and carries the short reason used for Events and metrics.
+
+mod diff;
+mod fields;
+pub use fields::group_of as fields_group_of;
+mod metadata;
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::naming::NameMap;
+use crate::policy::{Direction, Policy, Resource};
+use crate::sandbox::{CallContext, Hook, Sandbox};
+
+pub use diff::diff;
+
+/// Label on every super object ferry owns: the tenant's name.
+pub const LABEL_TENANT: &str = "ferry.dev/tenant";
+/// Annotation: the tenant namespace of a super object or namespace.
+pub const ANN_TENANT_NAMESPACE: &str = "ferry.dev/tenant-namespace";
+/// Annotation: the object's name in the tenant.
+pub const ANN_TENANT_NAME: &str = "ferry.dev/tenant-name";
+/// Annotation: the object's uid in the tenant.
+pub const ANN_TENANT_UID: &str = "ferry.dev/tenant-uid";
+/// Label on objects ferry copies into tenants from the super cluster.
+pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
+/// Annotation: the uid of the super object a tenant copy came from.
+pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
+/// The prefix of every key ferry reserves.
+pub const RESERVED_PREFIX: &str = "ferry.dev/";
+
+/// Why a document was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// The kind (or this version of it, or this direction) is not approved.
+    NotApproved,
+    /// The object does not match the kind's selector.
+    NotSelected,
+    /// A reference names a kind the policy neither syncs nor lets pass.
+    UnapprovedReference,
+    /// A transform failed, hit a limit, or broke an invariant.
+    TransformFailed,
+    /// The super object belongs to someone else.
+    SyncConflict,
+    /// The object itself is malformed.
+    Invalid,
+}
+
+impl Reason {
+    /// The name used for Events, metrics and stderr.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NotApproved => "NotApproved",
+            Reason::NotSelected => "NotSelected",
+            Reason::UnapprovedReference => "UnapprovedReference",
+            Reason::TransformFailed => "TransformFailed",
+            Reason::SyncConflict => "SyncConflict",
+            Reason::Invalid => "Invalid",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused object: the reason and a one-line explanation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Refusal {
+    /// The short reason.
+    pub reason: Reason,
+    /// What and where (field path, expected and found).
+    pub message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// One field a translation changed, and the rule that changed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The field path (`spec.secretRef.namespace`, `metadata.labels["ferry.dev/tenant"]`).
+    pub path: String,
+    /// The value before, `None` when the field was added.
+    pub before: Option<Value>,
+    /// The value after, `None` when the field was removed.
+    pub after: Option<Value>,
+    /// The rule: an annotation and where it is written, a metadata rule, or a transform.
+    pub rule: String,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: &Value| {
+            let s = v.to_string();
+            if s.len() > 60 {
+                format!("{}…", &s[..s.char_indices().nth(57).map_or(s.len(), |(i, _)| i)])
+            } else {
+                s
+            }
+        };
+        match (&self.before, &self.after) {
+            (Some(b), Some(a)) => write!(f, "{}: {} -> {}", self.path, show(b), show(a))?,
+            (None, Some(a)) => write!(f, "{}: added {}", self.path, show(a))?,
+            (Some(_), None) => write!(f, "{}: removed", self.path)?,
+            (None, None) => write!(f, "{}", self.path)?,
+        }
+        write!(f, "  [{}]", self.rule)
+    }
+}
+
+/// An object another object refers to, found while translating down.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Reference {
+    /// The field that refers.
+    pub path: String,
+    /// Target group (empty for core).
+    pub group: String,
+    /// Target kind.
+    pub kind: String,
+    /// Target tenant namespace (empty for cluster-scoped or unknown).
+    pub namespace: String,
+    /// Target tenant name.
+    pub name: String,
+}
+
+/// The result of a translation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Translated {
+    /// The object to write.
+    pub object: Value,
+    /// What changed, in order (recorded only when explaining).
+    pub changes: Vec<Change>,
+    /// References found (down only), for dependency tracking.
+    pub references: Vec<Reference>,
+}
+
+/// `Result` of a translation.
+pub type Result<T, E = Refusal> = std::result::Result<T, E>;
+
+/// Translates objects under one policy.
+pub struct Translator<'a> {
+    policy: &'a Policy,
+    sandbox: Option<&'a Sandbox>,
+}
+
+/// What kind of object a document is, from its `apiVersion` and `kind`.
+fn type_of(obj: &Map<String, Value>) -> Result<(&str, &str)> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(Refusal::new(
+            Reason::Invalid,
+            "the document has no apiVersion and kind (expected a Kubernetes object)",
+        ));
+    }
+    Ok((api_version, kind))
+}
+
+impl<'a> Translator<'a> {
+    /// A translator; `sandbox` runs transforms (kinds with transforms are refused without one).
+    pub fn new(policy: &'a Policy, sandbox: Option<&'a Sandbox>) -> Self {
+        Self { policy, sandbox }
+    }
+
+    /// The approved rule for an object, or why there is none.
+    pub fn resource(&self, obj: &Map<String, Value>) -> Result<&'a Resource> {
+        let (api_version, kind) = type_of(obj)?;
+        let (group, version) = crate::schema::load::split_api_version(api_version);
+        match self.policy.resource(group, kind) {
+            Some(r) if r.version() == version => Ok(r),
+            Some(r) => Err(Refusal::new(
+                Reason::NotApproved,
+                format!(
+                    "{api_version} {kind} is not approved: the policy approves {kind} only at {} ({})",
+                    r.api_version, r.at
+                ),
+            )),
+            None => Err(Refusal::new(
+                Reason::NotApproved,
+                format!("{api_version} {kind} is not approved by the policy"),
+            )),
+        }
+    }
+
+    /// Translates a tenant object into the object ferry would apply in the super cluster.
+    pub fn to_super(&self, object: &Value, names: &NameMap, explain: bool) -> Result<Translated> {
+        let Value::Object(input) = object else {
+            return Err(Refusal::new(Reason::Invalid, "the document is not an object"));
+        };
+        let resource = self.resource(input)?;
+        if resource.direction == Direction::FromSuper {
+            return Err(Refusal::new(
+                Reason::NotApproved,
+                format!(
+                    "{} is approved fromSuper: super objects are copied into tenants, tenant objects never go down",
+                    resource.group_kind
+                ),
+            ));
+        }
+        let labels = metadata::labels(input);
+        if let Some(selector) = &resource.selector {
+            if !selector.matches(&labels) {
+                return Err(Refusal::new(
+                    Reason::NotSelected,
+                    format!("the object's labels do not match the selector of {} ({})", resource.group_kind, resource.at),
+                ));
+            }
+        }
+        let mut changes = Vec::new();
+        let mut out = input.clone();
+        metadata::down(&mut out, resource, names, explain.then_some(&mut changes))?;
+        let mut references = Vec::new();
+        let mut object = Value::Object(out);
+        fields::Fields::new(self.policy, names, fields::Way::Down, explain.then_some(&mut changes), Some(&mut references))
+            .apply(&resource.plan.root, &mut object, "")?;
+        for script in &resource.transforms {
+            object = self.run(script, Hook::ToSuper, object, names, explain.then_some(&mut changes))?;
+        }
+        diff::check_namespaces(&resource.plan.root, &object, names)?;
+        Ok(Translated { object, changes, references })
+    }
+
+    /// Translates a super object into what ferry would write back into the tenant: for a
+    /// toSuper kind the up-flowing fields under the tenant's name and namespace; for a
+    /// fromSuper kind the read-only copy.
+    pub fn to_tenant(&self, object: &Value, names: &NameMap, explain: bool) -> Result<Translated> {
+        let Value::Object(input) = object else {
+            return Err(Refusal::new(Reason::Invalid, "the document is not an object"));
+        };
+        let resource = self.resource(input)?;
+        let mut names = names.clone();
+        let mut changes = Vec::new();
+        let mut object = match resource.direction {
+            Direction::FromSuper => {
+                let labels = metadata::labels(input);
+                if let Some(selector) = &resource.selector {
+                    if !selector.matches(&labels) {
+                        return Err(Refusal::new(
+                            Reason::NotSelected,
+                            format!(
+                                "the super object's labels do not match the selector of {} ({}), so it is not public",
+                                resource.group_kind, resource.at
+                            ),
+                        ));
+                    }
+                }
+                Value::Object(metadata::from_super(input, explain.then_some(&mut changes)))
+            }
+            Direction::ToSuper => {
+                let mut fragment = metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?;
+                fields::Fields::new(self.policy, &names, fields::Way::Up, explain.then_some(&mut changes), None)
+                    .apply(&resource.plan.root, &mut fragment, "")?;
+                fragment
+            }
+        };
+        for script in &resource.transforms {
+            object = self.run(script, Hook::ToTenant, object, &names, explain.then_some(&mut changes))?;
+        }
+        Ok(Translated { object, changes, references: Vec::new() })
+    }
+
+    /// Runs one transform hook and checks that it kept what it must keep.
+    fn run(
+        &self,
+        script: &crate::sandbox::Script,
+        hook: Hook,
+        object: Value,
+        names: &NameMap,
+        changes: Option<&mut Vec<Change>>,
+    ) -> Result<Value> {
+        let Some(sandbox) = self.sandbox else {
+            return Err(Refusal::new(
+                Reason::TransformFailed,
+                format!("transform {} needs the sandbox, which is not running", script.name),
+            ));
+        };
+        let ctx = CallContext {
+            tenant: names.tenant().as_str(),
+            learnt: names.learnt(),
+        };
+        let out = match sandbox.call(script, hook, &object, &ctx) {
+            Ok(Some(out)) => out,
+            // `to_tenant` is optional: without it, what flows up is unchanged.
+            Ok(None) if hook == Hook::ToTenant => return Ok(object),
+            Ok(None) => {
+                return Err(Refusal::new(
+                    Reason::TransformFailed,
+                    format!("transform {} ({}) does not define {}", script.name, script.file, hook.function()),
+                ))
+            }
+            Err(e) => return Err(Refusal::new(Reason::TransformFailed, e.to_string())),
+        };
+        diff::check_invariants(&script.name, &object, &out)?;
+        if let Some(changes) = changes {
+            let rule = format!("transform {} {} ({})", script.name, hook.function(), script.file);
+            diff(&object, &out, "", &rule, changes);
+        }
+        Ok(out)
+    }
+}
+
+/// Joins a field path and a key the way `--explain` prints them.
+pub(crate) fn join(path: &str, key: &str) -> String {
+    let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    match (path.is_empty(), plain) {
+        (true, true) => key.to_string(),
+        (false, true) => format!("{path}.{key}"),
+        (_, false) => format!("{path}[{key:?}]"),
+    }
+}
