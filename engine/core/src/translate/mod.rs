@@ -114,8 +114,8 @@ impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |v: &Value| {
             let s = v.to_string();
-            if s.len() > 60 {
-                format!("{}…", &s[..s.char_indices().nth(57).map_or(s.len(), |(i, _)| i)])
+            if s.len() > 100 {
+                format!("{}…", &s[..s.char_indices().nth(97).map_or(s.len(), |(i, _)| i)])
             } else {
                 s
             }
