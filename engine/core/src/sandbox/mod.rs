@@ -155,6 +155,7 @@ impl Sandbox {
         match self.pool.call(&request, script)? {
             protocol::Response::Ok(value) => Ok(Some(value)),
             protocol::Response::Missing => Ok(None),
+            protocol::Response::NeedSource => Err(Error::Worker("the worker did not get the script".into())),
             protocol::Response::Failed {
                 limit: Some(limit),
                 message,

@@ -85,19 +85,29 @@ impl Pool {
     pub(super) fn call(&self, request: &Request, script: &Script) -> Result<Response> {
         let deadline = Instant::now() + Duration::from_millis(request.limits.timeout_ms) + KILL_GRACE;
         let mut process = self.take()?;
-        let send_source = !process.known.contains(&request.digest);
-        let wire = RequestRef {
-            digest: &request.digest,
-            file: &request.file,
-            source: if send_source { &request.source } else { "" },
-            hook: request.hook,
-            object: &request.object,
-            tenant: &request.tenant,
-            learnt: &request.learnt,
-            limits: request.limits,
+        let encode = |with_source: bool| {
+            let wire = RequestRef {
+                digest: &request.digest,
+                file: &request.file,
+                source: if with_source { &request.source } else { "" },
+                hook: request.hook,
+                object: &request.object,
+                tenant: &request.tenant,
+                learnt: &request.learnt,
+                limits: request.limits,
+            };
+            serde_json::to_vec(&wire).map_err(|e| Error::Worker(e.to_string()))
         };
-        let body = serde_json::to_vec(&wire).map_err(|e| Error::Worker(e.to_string()))?;
-        match process.exchange(&body, deadline) {
+        let body = encode(!process.known.contains(&request.digest))?;
+        let mut exchanged = process.exchange(&body, deadline);
+        if matches!(exchanged, Ok(Response::NeedSource)) {
+            exchanged = process.exchange(&encode(true)?, deadline);
+        }
+        match exchanged {
+            Ok(Response::NeedSource) => {
+                process.kill();
+                Err(Error::Worker("the worker asked for the script twice".into()))
+            }
             Ok(response) => {
                 process.known.insert(request.digest.clone());
                 self.give_back(process);

@@ -71,6 +71,8 @@ pub enum Response {
     Ok(serde_json::Value),
     /// The hook is not defined (allowed for `to_tenant`).
     Missing,
+    /// The request left the source out, and this worker has not compiled that digest.
+    NeedSource,
     /// The call failed; `limit` names the limit hit, if any.
     Failed {
         /// `steps`, `heap`, `time`, `output`, or absent for a script error.

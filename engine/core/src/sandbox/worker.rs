@@ -249,6 +249,9 @@ impl Worker {
             message,
         };
         if !self.modules.contains_key(&request.digest) {
+            if request.source.is_empty() {
+                return Response::NeedSource;
+            }
             match compile(&request.file, &request.source, &self.globals, guard()) {
                 Ok(module) => {
                     self.modules.insert(request.digest.clone(), module);

@@ -330,3 +330,6 @@ pub(crate) fn join(path: &str, key: &str) -> String {
         (_, false) => format!("{path}[{key:?}]"),
     }
 }
+
+#[cfg(test)]
+mod tests;
