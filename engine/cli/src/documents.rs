@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 /// One input document and how to name it in messages.
+#[derive(Debug)]
 pub struct Document {
     /// `file#N` (1-based), plus the object's kind and name when it has them.
     pub label: String,

@@ -73,14 +73,14 @@ pub fn run(args: Args) -> Result<u8> {
     let translator = Translator::new(&policy, Some(&sandbox));
     let names = NameMap::new(tenant);
     let mut refused = 0;
-    let mut printed: Vec<(Translated, &str)> = Vec::new();
-    for doc in &docs {
+    let mut printed: Vec<(Translated, String)> = Vec::new();
+    for doc in docs {
         let result = match args.to {
-            To::Super => translator.to_super(&doc.value, &names, args.explain),
+            To::Super => translator.to_super(doc.value, &names, args.explain),
             To::Tenant => translator.to_tenant(&doc.value, &names, args.explain),
         };
         match result {
-            Ok(t) => printed.push((t, doc.label.as_str())),
+            Ok(t) => printed.push((t, doc.label)),
             Err(refusal) => {
                 refused += 1;
                 eprintln!("ferry: refused {}: {refusal}", doc.label);
@@ -91,7 +91,7 @@ pub fn run(args: Args) -> Result<u8> {
     Ok(if refused > 0 { EXIT_REFUSED } else { 0 })
 }
 
-fn print(results: &[(Translated, &str)], output: Output, explain: bool) -> Result<()> {
+fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Result<()> {
     match output {
         Output::Yaml => {
             let mut out = String::new();

@@ -14,6 +14,7 @@
 pub mod pool;
 pub mod protocol;
 pub mod script;
+mod json;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};
@@ -142,17 +143,14 @@ impl Sandbox {
         object: &serde_json::Value,
         ctx: &CallContext<'_>,
     ) -> Result<Option<serde_json::Value>> {
-        let request = protocol::Request {
-            digest: script.digest.clone(),
-            file: script.file.clone(),
-            source: script.source.to_string(),
+        let call = pool::Call {
+            script,
             hook,
-            object: object.clone(),
-            tenant: ctx.tenant.to_string(),
-            learnt: ctx.learnt.clone(),
-            limits: script.limits,
+            object,
+            tenant: ctx.tenant,
+            learnt: ctx.learnt,
         };
-        match self.pool.call(&request, script)? {
+        match self.pool.call(&call)? {
             protocol::Response::Ok(value) => Ok(Some(value)),
             protocol::Response::Missing => Ok(None),
             protocol::Response::NeedSource => Err(Error::Worker("the worker did not get the script".into())),

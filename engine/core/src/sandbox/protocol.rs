@@ -52,8 +52,8 @@ pub struct Request {
     pub source: String,
     /// The hook to call.
     pub hook: Hook,
-    /// The object passed as `obj`.
-    pub object: serde_json::Value,
+    /// The object passed as `obj`, as JSON text (parsed straight onto the Starlark heap).
+    pub object: Box<serde_json::value::RawValue>,
     /// `ctx.tenant`.
     pub tenant: String,
     /// Hashed super namespace -> tenant namespace pairs known to the caller.
@@ -84,11 +84,18 @@ pub enum Response {
 
 /// Writes one frame.
 pub fn write_frame(out: &mut impl Write, body: &[u8]) -> io::Result<()> {
+    out.write_all(&frame(body)?)?;
+    out.flush()
+}
+
+/// A frame as one buffer, so that it crosses the pipe in one write (one wake-up of the reader).
+pub fn frame(body: &[u8]) -> io::Result<Vec<u8>> {
     let len = u32::try_from(body.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
-    out.write_all(&len.to_le_bytes())?;
-    out.write_all(body)?;
-    out.flush()
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(body);
+    Ok(out)
 }
 
 /// Reads one frame; `Ok(None)` at a clean end of stream.

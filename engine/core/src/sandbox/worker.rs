@@ -22,13 +22,10 @@ use starlark::environment::{FrozenModule, Globals, GlobalsBuilder, LibraryExtens
 use starlark::eval::{BeforeStmtFunc, BeforeStmtFuncDyn, Evaluator};
 use starlark::syntax::{AstModule, Dialect};
 use starlark::values::dict::DictRef;
-use starlark::values::list::ListRef;
-use starlark::values::tuple::TupleRef;
-use starlark::values::Value;
 use starlark::PrintHandler;
 
 use super::protocol::{read_frame, write_frame, Hook, Request, Response};
-use super::{Limits, MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH};
+use super::{json, Limits, MAX_OUTPUT_BYTES};
 
 /// Memory the interpreter may use beyond `maxHeapBytes` (its own structures, the converted
 /// input and output); the OS limit is `current + maxHeapBytes + this`.
@@ -157,6 +154,37 @@ impl PrintHandler for PrintNothing {
     }
 }
 
+/// How long the worker spins for the next request before sleeping: requests of a busy engine
+/// come faster than a sleep and wake-up.
+const SPIN: Duration = Duration::from_micros(300);
+
+/// Reads a non-blocking stdin: spins for [`SPIN`], then sleeps in `poll` until data arrives.
+struct SpinRead<R> {
+    inner: R,
+}
+
+impl<R: io::Read + std::os::fd::AsFd> io::Read for SpinRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let spin_until = Instant::now() + SPIN;
+        loop {
+            match self.inner.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
+            if Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut fds = [rustix::event::PollFd::new(&self.inner, rustix::event::PollFlags::IN)];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
 /// The worker's state between calls.
 struct Worker {
     globals: Globals,
@@ -169,23 +197,28 @@ struct Worker {
 
 /// Serves requests on stdin until it closes. Called by `ferry __sandbox-worker`.
 pub fn serve() -> io::Result<()> {
-    let mut input = BufReader::new(io::stdin().lock());
+    let stdin = io::stdin();
+    rustix::io::ioctl_fionbio(&stdin, true)?;
+    let mut input = BufReader::new(SpinRead { inner: stdin.lock() });
     let mut output = BufWriter::new(io::stdout().lock());
     let mut worker = Worker::new()?;
     while let Some(frame) = read_frame(&mut input)? {
-        let response = match serde_json::from_slice::<Request>(&frame) {
+        let reply = match serde_json::from_slice::<Request>(&frame) {
             Ok(request) => {
                 worker.limit_memory(&request.limits);
                 worker.call(&request)
             }
-            Err(e) => Response::Failed {
+            Err(e) => Err(Response::Failed {
                 limit: None,
                 message: format!("malformed request: {e}"),
-            },
+            }),
         };
-        let body = serde_json::to_vec(&response).map_err(io::Error::other)?;
+        let body = match reply {
+            Ok(object) => object,
+            Err(response) => serde_json::to_vec(&response).map_err(io::Error::other)?,
+        };
         write_frame(&mut output, &body)?;
-        if vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH) {
+        if worker.calls_since_limit == 0 && vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH) {
             // Exit cleanly; the engine starts a fresh worker on its next call.
             return Ok(());
         }
@@ -234,7 +267,9 @@ impl Worker {
         }
     }
 
-    fn call(&mut self, request: &Request) -> Response {
+    /// The response body: `{"ok": <object>}` as bytes written straight from the Starlark heap,
+    /// or another response.
+    fn call(&mut self, request: &Request) -> Result<Vec<u8>, Response> {
         let hit = Rc::new(Cell::new(None));
         let guard = || Guard {
             steps: 0,
@@ -244,13 +279,15 @@ impl Worker {
             timeout_ms: request.limits.timeout_ms,
             hit: hit.clone(),
         };
-        let failed = |message: String| Response::Failed {
-            limit: hit.get().map(str::to_string),
-            message,
+        let failed = |message: String| {
+            Err(Response::Failed {
+                limit: hit.get().map(str::to_string),
+                message,
+            })
         };
         if !self.modules.contains_key(&request.digest) {
             if request.source.is_empty() {
-                return Response::NeedSource;
+                return Err(Response::NeedSource);
             }
             match compile(&request.file, &request.source, &self.globals, guard()) {
                 Ok(module) => {
@@ -264,7 +301,7 @@ impl Worker {
         };
         let function = match module.get_option(request.hook.function()) {
             Ok(Some(f)) => f,
-            Ok(None) => return Response::Missing,
+            Ok(None) => return Err(Response::Missing),
             Err(e) => return failed(e.to_string()),
         };
         let make_ctx = match self.prelude.get("make_ctx") {
@@ -297,9 +334,12 @@ impl Worker {
                 Ok(c) => c,
                 Err(e) => return failed(describe(&e)),
             };
-            let obj = heap.alloc(&request.object);
+            let obj = match json::to_starlark(heap, request.object.get()) {
+                Ok(obj) => obj,
+                Err(e) => return failed(format!("the object is not valid JSON: {e}")),
+            };
             match eval.eval_function(function, &[obj, ctx], &[]) {
-                Ok(out) => convert_output(out, request.hook),
+                Ok(out) => output(out, request.hook),
                 Err(e) => failed(describe(&e)),
             }
         })
@@ -335,58 +375,34 @@ fn describe(e: &starlark::Error) -> String {
     }
 }
 
-fn convert_output(out: Value, hook: Hook) -> Response {
-    let failed = |limit: Option<&str>, message: String| Response::Failed {
-        limit: limit.map(str::to_string),
-        message,
+/// The response body for a returned value: `{"ok": <json>}`, or why it cannot be one.
+fn output(out: starlark::values::Value, hook: Hook) -> Result<Vec<u8>, Response> {
+    let failed = |limit: Option<&str>, message: String| {
+        Err(Response::Failed {
+            limit: limit.map(str::to_string),
+            message,
+        })
     };
     if DictRef::from_value(out).is_none() {
         return failed(
             None,
-            format!(
-                "{} must return an object (a dict), got {}",
-                hook.function(),
-                out.get_type()
-            ),
+            format!("{} must return an object (a dict), got {}", hook.function(), out.get_type()),
         );
     }
-    if let Err(depth) = check_depth(out, 0) {
+    let mut body = b"{\"ok\":".to_vec();
+    if let Err(e) = json::write_json(out, &mut body) {
+        let limit = e.contains("nested deeper").then_some("output");
+        return failed(limit, format!("{} returned data that is not a Kubernetes object: {e}", hook.function()));
+    }
+    body.push(b'}');
+    let size = body.len() - 7;
+    if size > MAX_OUTPUT_BYTES {
         return failed(
             Some("output"),
-            format!("output is nested deeper than {MAX_OUTPUT_DEPTH} levels (at depth {depth})"),
+            format!("output is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a Kubernetes object may hold"),
         );
     }
-    match out.to_json_value() {
-        Ok(value) => {
-            let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(usize::MAX);
-            if size > MAX_OUTPUT_BYTES {
-                return failed(
-                    Some("output"),
-                    format!("output is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a Kubernetes object may hold"),
-                );
-            }
-            Response::Ok(value)
-        }
-        Err(e) => failed(None, format!("output is not JSON data: {e}")),
-    }
-}
-
-/// Walks containers without recursing past the limit, so that a deeply nested result cannot
-/// overflow the stack of the conversion that follows.
-fn check_depth(value: Value, depth: usize) -> Result<(), usize> {
-    if depth > MAX_OUTPUT_DEPTH {
-        return Err(depth);
-    }
-    if let Some(list) = ListRef::from_value(value) {
-        return list.iter().try_for_each(|v| check_depth(v, depth + 1));
-    }
-    if let Some(tuple) = TupleRef::from_value(value) {
-        return tuple.iter().try_for_each(|v| check_depth(v, depth + 1));
-    }
-    if let Some(dict) = DictRef::from_value(value) {
-        return dict.iter().try_for_each(|(_, v)| check_depth(v, depth + 1));
-    }
-    Ok(())
+    Ok(body)
 }
 
 /// The process's virtual memory size in bytes, from `/proc/self/statm`.

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::path::Path;
 use super::{join, Change, Reason, Refusal, Result, RESERVED_PREFIX};
 use crate::naming::NameMap;
 use crate::schema::{Node, Rule};
@@ -93,10 +94,10 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
 /// the tenant's own namespaces (or `""`): a transform cannot point a tenant's object at a
 /// namespace that is not the tenant's.
 pub fn check_namespaces(node: &Node, value: &Value, names: &NameMap) -> Result<()> {
-    walk(node, value, "", names)
+    walk(node, value, &Path::Root, names)
 }
 
-fn walk(node: &Node, value: &Value, path: &str, names: &NameMap) -> Result<()> {
+fn walk(node: &Node, value: &Value, path: &Path<'_>, names: &NameMap) -> Result<()> {
     if node.has(|r| matches!(r, Rule::Namespace)) {
         if let Value::String(ns) = value {
             if !ns.is_empty() && names.to_tenant(ns).is_none() {
@@ -114,13 +115,13 @@ fn walk(node: &Node, value: &Value, path: &str, names: &NameMap) -> Result<()> {
         Value::Object(m) => {
             for (k, child) in &node.fields {
                 if let Some(v) = m.get(k) {
-                    walk(child, v, &join(path, k), names)?;
+                    walk(child, v, &path.key(k), names)?;
                 }
             }
             if let Some(values) = &node.values {
                 for (k, v) in m {
                     if !node.fields.contains_key(k) {
-                        walk(values, v, &join(path, k), names)?;
+                        walk(values, v, &path.key(k), names)?;
                     }
                 }
             }
@@ -128,7 +129,7 @@ fn walk(node: &Node, value: &Value, path: &str, names: &NameMap) -> Result<()> {
         Value::Array(items) => {
             if let Some(item) = &node.items {
                 for (i, v) in items.iter().enumerate() {
-                    walk(item, v, &format!("{path}[{i}]"), names)?;
+                    walk(item, v, &path.index(i), names)?;
                 }
             }
         }

@@ -4,7 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{join, Change, Reason, Reference, Refusal, Result, LABEL_TENANT};
+use super::path::Path;
+use super::{Change, Reason, Reference, Refusal, Result, LABEL_TENANT};
 use crate::naming::NameMap;
 use crate::policy::{Direction, Policy, Scope};
 use crate::schema::{Annotated, Node, RefRule, Rule};
@@ -51,7 +52,7 @@ impl<'a> Fields<'a> {
         Self { policy, names, way, changes, references }
     }
 
-    fn record(&mut self, path: &str, before: Option<Value>, after: Option<Value>, rule: &Annotated) {
+    fn record(&mut self, path: &Path<'_>, before: Option<Value>, after: Option<Value>, rule: &Annotated) {
         if let Some(changes) = self.changes.as_deref_mut() {
             changes.push(Change {
                 path: path.to_string(),
@@ -63,26 +64,26 @@ impl<'a> Fields<'a> {
     }
 
     /// Applies the rules below `node` to `value`, which is at `path`.
-    pub fn apply(&mut self, node: &Node, value: &mut Value, path: &str) -> Result<()> {
+    pub fn apply(&mut self, node: &Node, value: &mut Value, path: &Path<'_>) -> Result<()> {
         match value {
             Value::Object(map) => {
                 for (key, child) in &node.fields {
                     if !map.contains_key(key) {
                         continue;
                     }
-                    self.field(child, map, key, &join(path, key))?;
+                    self.field(child, map, key, &path.key(key))?;
                 }
                 if let Some(values) = &node.values {
                     let keys: Vec<String> = map.keys().filter(|k| !node.fields.contains_key(*k)).cloned().collect();
                     for key in keys {
-                        self.field(values, map, &key, &join(path, &key))?;
+                        self.field(values, map, &key, &path.key(&key))?;
                     }
                 }
             }
             Value::Array(items) => {
                 if let Some(item) = &node.items {
                     for (i, element) in items.iter_mut().enumerate() {
-                        let element_path = format!("{path}[{i}]");
+                        let element_path = path.index(i);
                         for rule in &item.rules {
                             self.rule(rule, element, None, &element_path)?;
                         }
@@ -96,7 +97,7 @@ impl<'a> Fields<'a> {
     }
 
     /// Applies `node`'s rules to `map[key]`, then descends into it.
-    fn field(&mut self, node: &Node, map: &mut Map<String, Value>, key: &str, path: &str) -> Result<()> {
+    fn field(&mut self, node: &Node, map: &mut Map<String, Value>, key: &str, path: &Path<'_>) -> Result<()> {
         if self.way == Way::Down {
             if let Some(rule) = node.rules.iter().find(|a| matches!(a.rule, Rule::Drop | Rule::OwnerSuper)) {
                 let removed = map.remove(key);
@@ -121,7 +122,7 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    fn rule(&mut self, rule: &Annotated, value: &mut Value, siblings: Option<&mut Map<String, Value>>, path: &str) -> Result<()> {
+    fn rule(&mut self, rule: &Annotated, value: &mut Value, siblings: Option<&mut Map<String, Value>>, path: &Path<'_>) -> Result<()> {
         match &rule.rule {
             Rule::Namespace => self.namespace(rule, value, path),
             Rule::Selector => self.selector(rule, value, path),
@@ -131,7 +132,7 @@ impl<'a> Fields<'a> {
     }
 
     /// Maps (down) or unmaps (up) one namespace string; `""` and null are left alone.
-    fn map_namespace(&mut self, rule: &Annotated, value: &mut Value, path: &str) -> Result<()> {
+    fn map_namespace(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
         let ns = match value {
             Value::Null => return Ok(()),
             Value::String(s) if s.is_empty() => return Ok(()),
@@ -158,11 +159,11 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    fn namespace(&mut self, rule: &Annotated, value: &mut Value, path: &str) -> Result<()> {
+    fn namespace(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
         self.map_namespace(rule, value, path)
     }
 
-    fn selector(&mut self, rule: &Annotated, value: &mut Value, path: &str) -> Result<()> {
+    fn selector(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
         let tenant = self.names.tenant().as_str().to_string();
         let selector = match value {
             Value::Null => return Ok(()),
@@ -174,7 +175,8 @@ impl<'a> Fields<'a> {
                 ))
             }
         };
-        let label_path = format!("{}[{LABEL_TENANT:?}]", join(path, "matchLabels"));
+        let match_labels = path.key("matchLabels");
+        let label_path = match_labels.key(LABEL_TENANT);
         match self.way {
             Way::Down => {
                 let labels = selector.entry("matchLabels").or_insert_with(|| Value::Object(Map::new()));
@@ -204,7 +206,7 @@ impl<'a> Fields<'a> {
         rule: &RefRule,
         value: &mut Value,
         siblings: Option<&mut Map<String, Value>>,
-        path: &str,
+        path: &Path<'_>,
     ) -> Result<()> {
         // On a string the string is the name and the *Field keys name siblings; on an object
         // they name the object's own fields.
@@ -212,7 +214,7 @@ impl<'a> Fields<'a> {
             Value::Null => Ok(()),
             Value::String(name) => {
                 let name = name.clone();
-                let parent = path.rsplit_once(['.', '[']).map(|(p, _)| p.to_string()).unwrap_or_default();
+                let parent = path.parent();
                 let renamed = self.decide(annotated, rule, &name, path, siblings.as_deref())?;
                 let Some(decision) = renamed else { return Ok(()) };
                 if let Some(new_name) = decision.renamed {
@@ -227,7 +229,7 @@ impl<'a> Fields<'a> {
             }
             Value::Object(fields) => {
                 let name = fields.get(&rule.name_field).and_then(Value::as_str).unwrap_or("").to_string();
-                let name_path = join(path, &rule.name_field);
+                let name_path = path.key(&rule.name_field);
                 let Some(decision) = self.decide(annotated, rule, &name, &name_path, Some(fields))? else {
                     return Ok(());
                 };
@@ -247,10 +249,10 @@ impl<'a> Fields<'a> {
     }
 
     /// Maps or unmaps the namespace field of a reference, found in `fields`.
-    fn reference_namespace(&mut self, annotated: &Annotated, rule: &RefRule, fields: &mut Map<String, Value>, parent: &str) -> Result<()> {
+    fn reference_namespace(&mut self, annotated: &Annotated, rule: &RefRule, fields: &mut Map<String, Value>, parent: &Path<'_>) -> Result<()> {
         let Some(key) = &rule.namespace_field else { return Ok(()) };
         let Some(ns) = fields.get_mut(key) else { return Ok(()) };
-        self.map_namespace(annotated, ns, &join(parent, key))
+        self.map_namespace(annotated, ns, &parent.key(key))
     }
 
     /// Checks a reference's target against the policy and says what to rewrite: the new name
@@ -261,7 +263,7 @@ impl<'a> Fields<'a> {
         annotated: &Annotated,
         rule: &RefRule,
         name: &str,
-        name_path: &str,
+        name_path: &Path<'_>,
         fields: Option<&Map<String, Value>>,
     ) -> Result<Option<Decision>> {
         if name.is_empty() {
@@ -319,7 +321,7 @@ impl<'a> Fields<'a> {
 
     /// The group and kind a reference points at: the fields first, the annotation's fixed
     /// keys when the fields are empty.
-    fn target(&self, rule: &RefRule, api_field: Option<String>, kind_field: Option<String>, path: &str) -> Result<Target> {
+    fn target(&self, rule: &RefRule, api_field: Option<String>, kind_field: Option<String>, path: &Path<'_>) -> Result<Target> {
         let kind = kind_field.or_else(|| rule.kind.clone()).ok_or_else(|| {
             Refusal::new(
                 Reason::UnapprovedReference,

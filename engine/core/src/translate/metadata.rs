@@ -33,10 +33,13 @@ fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn record(changes: &mut Option<&mut Vec<Change>>, path: String, before: Option<Value>, after: Option<Value>, rule: &str) {
-    if let Some(changes) = changes.as_deref_mut() {
-        changes.push(Change { path, before, after, rule: rule.to_string() });
-    }
+/// Records a change when explaining; the arguments are evaluated only then.
+macro_rules! record {
+    ($changes:expr, $path:expr, $before:expr, $after:expr, $rule:expr) => {
+        if let Some(changes) = $changes.as_deref_mut() {
+            changes.push(Change { path: String::from($path), before: $before, after: $after, rule: $rule.to_string() });
+        }
+    };
 }
 
 fn text<'v>(m: &'v Map<String, Value>, key: &str) -> Option<&'v str> {
@@ -46,27 +49,28 @@ fn text<'v>(m: &'v Map<String, Value>, key: &str) -> Option<&'v str> {
 /// Copies labels or annotations, leaving out ferry's reserved keys and the last-applied
 /// configuration, and recording what it left out.
 fn copy_user_keys(
-    from: Option<&Value>,
+    from: Option<Value>,
     field: &str,
     changes: &mut Option<&mut Vec<Change>>,
 ) -> Map<String, Value> {
-    let mut out = Map::new();
-    for (k, v) in from.and_then(Value::as_object).into_iter().flatten() {
+    let Some(Value::Object(from)) = from else { return Map::new() };
+    let mut out = Map::with_capacity(from.len() + 3);
+    for (k, v) in from {
         if k.starts_with(RESERVED_PREFIX) {
-            record(changes, join(&format!("metadata.{field}"), k), Some(v.clone()), None,
+            record!(changes, join(&format!("metadata.{field}"), &k), Some(v), None,
                 "metadata: ferry.dev/ keys are ferry's; an object cannot set them (ownership cannot be forged)");
         } else if k == LAST_APPLIED {
-            record(changes, join(&format!("metadata.{field}"), k), Some(v.clone()), None,
+            record!(changes, join(&format!("metadata.{field}"), &k), Some(v), None,
                 "metadata: the last-applied configuration would carry fields that must not leave their side");
         } else {
-            out.insert(k.clone(), v.clone());
+            out.insert(k, v);
         }
     }
     out
 }
 
 fn insert(map: &mut Map<String, Value>, field: &str, key: &str, value: String, changes: &mut Option<&mut Vec<Change>>, rule: &str) {
-    record(changes, join(&format!("metadata.{field}"), key), None, Some(Value::String(value.clone())), rule);
+    record!(changes, join(&format!("metadata.{field}"), key), None, Some(Value::String(value.clone())), rule);
     map.insert(key.to_string(), Value::String(value));
 }
 
@@ -77,11 +81,11 @@ pub fn down(
     names: &NameMap,
     mut changes: Option<&mut Vec<Change>>,
 ) -> Result<()> {
-    let meta = match obj.get("metadata") {
-        Some(Value::Object(m)) => m.clone(),
+    let mut meta = match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => std::mem::take(m),
         _ => return Err(Refusal::new(Reason::Invalid, "metadata: expected an object with a name")),
     };
-    let Some(name) = text(&meta, "name") else {
+    let Some(name) = text(&meta, "name").map(str::to_string) else {
         return Err(Refusal::new(
             Reason::Invalid,
             "metadata.name is empty (objects created with generateName are synced once the API server has named them)",
@@ -89,12 +93,13 @@ pub fn down(
     };
     let tenant = names.tenant().as_str();
     let mut out = Map::new();
+    let name = name.as_str();
     let super_name = match resource.scope {
         Scope::Namespaced => name.to_string(),
         Scope::Cluster => names.to_super(name),
     };
     if super_name != name {
-        record(&mut changes, "metadata.name".into(), Some(name.into()), Some(super_name.clone().into()),
+        record!(changes, "metadata.name", Some(name.into()), Some(super_name.clone().into()),
             "naming: cluster-scoped tenant objects are renamed map(tenant, name)");
     }
     out.insert("name".into(), Value::String(super_name));
@@ -102,7 +107,7 @@ pub fn down(
         Scope::Namespaced => {
             let ns = text(&meta, "namespace").unwrap_or(DEFAULT_NAMESPACE).to_string();
             let super_ns = names.to_super(&ns);
-            record(&mut changes, "metadata.namespace".into(),
+            record!(changes, "metadata.namespace",
                 meta.get("namespace").cloned(), Some(super_ns.clone().into()),
                 "naming: super namespace map(tenant, namespace)");
             out.insert("namespace".into(), Value::String(super_ns));
@@ -110,16 +115,16 @@ pub fn down(
         }
         Scope::Cluster => {
             if let Some(ns) = meta.get("namespace") {
-                record(&mut changes, "metadata.namespace".into(), Some(ns.clone()), None,
+                record!(changes, "metadata.namespace", Some(ns.clone()), None,
                     "naming: cluster-scoped objects have no namespace");
             }
             None
         }
     };
-    let mut labels = copy_user_keys(meta.get("labels"), "labels", &mut changes);
+    let mut labels = copy_user_keys(meta.remove("labels"), "labels", &mut changes);
     insert(&mut labels, "labels", LABEL_TENANT, tenant.to_string(), &mut changes, "metadata: ownership label");
     out.insert("labels".into(), Value::Object(labels));
-    let mut annotations = copy_user_keys(meta.get("annotations"), "annotations", &mut changes);
+    let mut annotations = copy_user_keys(meta.remove("annotations"), "annotations", &mut changes);
     if let Some(ns) = namespace {
         insert(&mut annotations, "annotations", ANN_TENANT_NAMESPACE, ns, &mut changes, "metadata: ownership annotation");
     }
@@ -128,15 +133,17 @@ pub fn down(
         insert(&mut annotations, "annotations", ANN_TENANT_UID, uid.to_string(), &mut changes, "metadata: ownership annotation");
     }
     out.insert("annotations".into(), Value::Object(annotations));
-    for (k, v) in &meta {
-        if !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations") {
-            record(&mut changes, format!("metadata.{k}"), Some(v.clone()), None,
+    for (k, v) in meta {
+        if !matches!(k.as_str(), "name" | "namespace") {
+            record!(changes, format!("metadata.{k}"), Some(v), None,
                 "metadata: set by each API server, never copied");
         }
     }
-    obj.insert("metadata".into(), Value::Object(out));
+    if let Some(slot) = obj.get_mut("metadata") {
+        *slot = Value::Object(out);
+    }
     if let Some(status) = obj.remove("status") {
-        record(&mut changes, "status".into(), Some(status), None, "metadata: status never goes down");
+        record!(changes, "status", Some(status), None, "metadata: status never goes down");
     }
     Ok(())
 }
@@ -177,7 +184,7 @@ pub fn up(
     out.insert("kind".into(), obj.get("kind").cloned().unwrap_or(Value::Null));
     let mut tenant_meta = Map::new();
     if name != super_name {
-        record(&mut changes, "metadata.name".into(), Some(super_name.into()), Some(name.clone().into()),
+        record!(changes, "metadata.name", Some(super_name.into()), Some(name.clone().into()),
             "naming: the tenant name of a renamed cluster-scoped object");
     }
     tenant_meta.insert("name".into(), Value::String(name));
@@ -196,7 +203,7 @@ pub fn up(
             })?,
         };
         names.learn(&ns);
-        record(&mut changes, "metadata.namespace".into(), Some(super_ns.into()), Some(ns.clone().into()),
+        record!(changes, "metadata.namespace", Some(super_ns.into()), Some(ns.clone().into()),
             "naming: the tenant namespace of the super namespace");
         tenant_meta.insert("namespace".into(), Value::String(ns));
     }
@@ -223,7 +230,7 @@ fn copy_owned(
             if path.is_empty() && key == "status" {
                 continue;
             }
-            record(changes, child_path, None, Some(value.clone()), "x-ferry-owner: super (flows up like status)");
+            record!(changes, child_path, None, Some(value.clone()), "x-ferry-owner: super (flows up like status)");
             to.insert(key.clone(), value.clone());
         } else if let Value::Object(inner) = value {
             let mut sub = match to.remove(key) {
@@ -249,10 +256,10 @@ pub fn from_super(obj: &Map<String, Value>, mut changes: Option<&mut Vec<Change>
             tenant_meta.insert(key.into(), v.clone());
         }
     }
-    let mut labels = copy_user_keys(meta.get("labels"), "labels", &mut changes);
+    let mut labels = copy_user_keys(meta.get("labels").cloned(), "labels", &mut changes);
     insert(&mut labels, "labels", LABEL_FROM_SUPER, "true".into(), &mut changes, "metadata: marks a read-only copy from the super cluster");
     tenant_meta.insert("labels".into(), Value::Object(labels));
-    let mut annotations = copy_user_keys(meta.get("annotations"), "annotations", &mut changes);
+    let mut annotations = copy_user_keys(meta.get("annotations").cloned(), "annotations", &mut changes);
     if let Some(uid) = text(meta, "uid") {
         insert(&mut annotations, "annotations", ANN_SUPER_UID, uid.to_string(), &mut changes, "metadata: the super object this copy follows");
     }
@@ -261,7 +268,7 @@ pub fn from_super(obj: &Map<String, Value>, mut changes: Option<&mut Vec<Change>
     }
     for (k, v) in meta {
         if !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations") {
-            record(&mut changes, format!("metadata.{k}"), Some(v.clone()), None, "metadata: set by each API server, never copied");
+            record!(changes, format!("metadata.{k}"), Some(v.clone()), None, "metadata: set by each API server, never copied");
         }
     }
     out.insert("metadata".into(), Value::Object(tenant_meta));

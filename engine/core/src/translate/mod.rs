@@ -15,6 +15,9 @@ mod diff;
 mod fields;
 pub use fields::group_of as fields_group_of;
 mod metadata;
+mod path;
+
+pub use path::Path;
 
 use std::fmt;
 
@@ -205,11 +208,11 @@ impl<'a> Translator<'a> {
     }
 
     /// Translates a tenant object into the object ferry would apply in the super cluster.
-    pub fn to_super(&self, object: &Value, names: &NameMap, explain: bool) -> Result<Translated> {
-        let Value::Object(input) = object else {
+    pub fn to_super(&self, object: Value, names: &NameMap, explain: bool) -> Result<Translated> {
+        let Value::Object(mut out) = object else {
             return Err(Refusal::new(Reason::Invalid, "the document is not an object"));
         };
-        let resource = self.resource(input)?;
+        let resource = self.resource(&out)?;
         if resource.direction == Direction::FromSuper {
             return Err(Refusal::new(
                 Reason::NotApproved,
@@ -219,9 +222,8 @@ impl<'a> Translator<'a> {
                 ),
             ));
         }
-        let labels = metadata::labels(input);
         if let Some(selector) = &resource.selector {
-            if !selector.matches(&labels) {
+            if !selector.matches(&metadata::labels(&out)) {
                 return Err(Refusal::new(
                     Reason::NotSelected,
                     format!("the object's labels do not match the selector of {} ({})", resource.group_kind, resource.at),
@@ -229,12 +231,11 @@ impl<'a> Translator<'a> {
             }
         }
         let mut changes = Vec::new();
-        let mut out = input.clone();
         metadata::down(&mut out, resource, names, explain.then_some(&mut changes))?;
         let mut references = Vec::new();
         let mut object = Value::Object(out);
         fields::Fields::new(self.policy, names, fields::Way::Down, explain.then_some(&mut changes), Some(&mut references))
-            .apply(&resource.plan.root, &mut object, "")?;
+            .apply(&resource.plan.root, &mut object, &Path::Root)?;
         for script in &resource.transforms {
             object = self.run(script, Hook::ToSuper, object, names, explain.then_some(&mut changes))?;
         }
@@ -271,7 +272,7 @@ impl<'a> Translator<'a> {
             Direction::ToSuper => {
                 let mut fragment = metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?;
                 fields::Fields::new(self.policy, &names, fields::Way::Up, explain.then_some(&mut changes), None)
-                    .apply(&resource.plan.root, &mut fragment, "")?;
+                    .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
                 fragment
             }
         };

@@ -66,11 +66,11 @@ proptest! {
         }
         let original = database(&namespaces, &restore_ns, &class, &labels, &primary);
         let mut object = original.clone();
-        Fields::new(&policy, &names, Way::Down, None, None).apply(&resource.plan.root, &mut object, "").unwrap();
+        Fields::new(&policy, &names, Way::Down, None, None).apply(&resource.plan.root, &mut object, &super::Path::Root).unwrap();
         // Down really rewrote something (the class is cluster-scoped and renamed).
         prop_assert_ne!(&object["spec"]["className"], &original["spec"]["className"]);
         prop_assert_eq!(&object["spec"]["replicaSelector"]["matchLabels"]["ferry.dev/tenant"], &json!(tenant));
-        Fields::new(&policy, &names, Way::Up, None, None).apply(&resource.plan.root, &mut object, "").unwrap();
+        Fields::new(&policy, &names, Way::Up, None, None).apply(&resource.plan.root, &mut object, &super::Path::Root).unwrap();
         prop_assert_eq!(object, original);
     }
 }
@@ -81,6 +81,6 @@ fn a_tenant_cannot_select_another_tenants_objects() {
     let resource = policy.resource("example.com", "Database").unwrap();
     let names = NameMap::new(Tenant::new("team-a").unwrap());
     let mut object = database(&[], "prod", "gold", &[("ferry.dev/tenant".into(), "team-b".into())], "prod");
-    Fields::new(&policy, &names, Way::Down, None, None).apply(&resource.plan.root, &mut object, "").unwrap();
+    Fields::new(&policy, &names, Way::Down, None, None).apply(&resource.plan.root, &mut object, &super::Path::Root).unwrap();
     assert_eq!(object["spec"]["replicaSelector"]["matchLabels"]["ferry.dev/tenant"], json!("team-a"));
 }

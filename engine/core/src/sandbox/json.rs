@@ -1,0 +1,166 @@
+//! JSON straight into and out of the Starlark heap, without building a `serde_json::Value`
+//! on the way: the conversion is most of a transform call's cost.
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::ser::{self, SerializeMap, SerializeSeq};
+use starlark::values::dict::{AllocDict, DictRef};
+use starlark::values::float::StarlarkFloat;
+use starlark::values::list::{AllocList, ListRef};
+use starlark::values::structs::StructRef;
+use starlark::values::tuple::TupleRef;
+use starlark::values::{Heap, Value, ValueLike};
+
+use super::MAX_OUTPUT_DEPTH;
+
+/// Parses JSON text into a Starlark value on `heap`.
+pub fn to_starlark<'v>(heap: Heap<'v>, json: &str) -> Result<Value<'v>, String> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = Seed { heap }.deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}
+
+/// Writes `value` as JSON into `out`; fails past [`MAX_OUTPUT_DEPTH`] levels, on a dict key
+/// that is not a string, or on a value JSON cannot hold (a function, a set).
+pub fn write_json(value: Value<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    let mut ser = serde_json::Serializer::new(out);
+    ser::Serialize::serialize(&Out { value, depth: 0 }, &mut ser).map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy)]
+struct Seed<'v> {
+    heap: Heap<'v>,
+}
+
+impl<'de, 'v> DeserializeSeed<'de> for Seed<'v> {
+    type Value = Value<'v>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value<'v>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 'v> Visitor<'de> for Seed<'v> {
+    type Value = Value<'v>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_unit<E>(self) -> Result<Value<'v>, E> {
+        Ok(Value::new_none())
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value<'v>, E> {
+        Ok(Value::new_bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value<'v>, E> {
+        Ok(self.heap.alloc(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value<'v>, E> {
+        Ok(self.heap.alloc(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value<'v>, E> {
+        Ok(self.heap.alloc(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value<'v>, E> {
+        Ok(self.heap.alloc_str(v).to_value())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value<'v>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(self.heap.alloc(AllocList(items)))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value<'v>, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let value = map.next_value_seed(self)?;
+            entries.push((self.heap.alloc_str(&key).to_value(), value));
+        }
+        Ok(self.heap.alloc(AllocDict(entries)))
+    }
+}
+
+struct Out<'v> {
+    value: Value<'v>,
+    depth: usize,
+}
+
+impl<'v> Out<'v> {
+    fn child(&self, value: Value<'v>) -> Out<'v> {
+        Out { value, depth: self.depth + 1 }
+    }
+}
+
+impl ser::Serialize for Out<'_> {
+    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.depth > MAX_OUTPUT_DEPTH {
+            return Err(ser::Error::custom(format!(
+                "output is nested deeper than {MAX_OUTPUT_DEPTH} levels"
+            )));
+        }
+        let v = self.value;
+        if v.is_none() {
+            return s.serialize_unit();
+        }
+        if let Some(b) = v.unpack_bool() {
+            return s.serialize_bool(b);
+        }
+        if let Some(i) = v.unpack_i32() {
+            return s.serialize_i64(i64::from(i));
+        }
+        if let Some(text) = v.unpack_str() {
+            return s.serialize_str(text);
+        }
+        if let Some(f) = v.downcast_ref::<StarlarkFloat>() {
+            return s.serialize_f64(f.0);
+        }
+        if let Some(list) = ListRef::from_value(v) {
+            let mut seq = s.serialize_seq(Some(list.len()))?;
+            for item in list.iter() {
+                seq.serialize_element(&self.child(item))?;
+            }
+            return seq.end();
+        }
+        if let Some(tuple) = TupleRef::from_value(v) {
+            let mut seq = s.serialize_seq(Some(tuple.len()))?;
+            for item in tuple.iter() {
+                seq.serialize_element(&self.child(item))?;
+            }
+            return seq.end();
+        }
+        if let Some(dict) = DictRef::from_value(v) {
+            let mut map = s.serialize_map(Some(dict.len()))?;
+            for (k, item) in dict.iter() {
+                let Some(key) = k.unpack_str() else {
+                    return Err(ser::Error::custom(format!(
+                        "dict keys must be strings in an object, found {} {k}",
+                        k.get_type()
+                    )));
+                };
+                map.serialize_entry(key, &self.child(item))?;
+            }
+            return map.end();
+        }
+        if let Some(st) = StructRef::from_value(v) {
+            let mut map = s.serialize_map(None)?;
+            for (k, item) in st.iter() {
+                map.serialize_entry(k.as_str(), &self.child(item))?;
+            }
+            return map.end();
+        }
+        // Big integers and anything else Starlark itself knows how to write as JSON.
+        match v.to_json_value() {
+            Ok(json) => ser::Serialize::serialize(&json, s),
+            Err(e) => Err(ser::Error::custom(format!("{} is not JSON data: {e}", v.get_type()))),
+        }
+    }
+}
