@@ -1,1 +1,161 @@
-fn main(){}
+//! Developer tasks for ferry (`cargo xtask <task>`, the alias is in `.cargo/config.toml`).
+//!
+//! ```text
+//!  cargo xtask test              unit + golden + sandbox + e2e (starts the control planes)
+//!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
+//!  cargo xtask demo              the tour: policies checked, examples translated and explained
+//!  cargo xtask cluster up [--tenants a,b] | down
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod controlplane;
+mod demo;
+
+use std::process::Command;
+
+use anyhow::{bail, Result};
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: cargo xtask <task>\n\n\
+         tasks:\n  \
+         test                           run every test (starts local control planes)\n  \
+         bench [--translate]            run benchmarks, write target/bench/report.json\n  \
+         demo                           the ferry tour\n  \
+         cluster up [--tenants a,b]     start etcd + kube-apiservers on 127.0.0.1\n  \
+         cluster down                   stop them and remove their data"
+    );
+    std::process::exit(1);
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["test", rest @ ..] => test(rest),
+        ["bench", rest @ ..] => bench(rest),
+        ["demo", rest @ ..] => demo::run(rest),
+        ["cluster", "up", rest @ ..] => controlplane::up(&tenants(rest)?),
+        ["cluster", "down"] => controlplane::down(),
+        _ => usage(),
+    }
+}
+
+fn tenants(args: &[&str]) -> Result<Vec<String>> {
+    match args {
+        [] => Ok(controlplane::DEFAULT_TENANTS
+            .iter()
+            .map(|s| s.to_string())
+            .collect()),
+        ["--tenants", list] => Ok(list
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()),
+        other => bail!("cluster up: unexpected arguments {other:?} (expected --tenants a,b)"),
+    }
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(controlplane::root())
+        .status()?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Every test: the control planes first (the e2e tests need them), then the whole workspace.
+/// Ends with one `summary: N passed, M failed` line over every test binary.
+fn test(extra: &[&str]) -> Result<()> {
+    use std::io::{BufRead, BufReader};
+    let start = std::time::Instant::now();
+    println!("== control planes (super, team-a, team-b)");
+    controlplane::up(&tenants(&[])?)?;
+    println!("== cargo test --workspace");
+    let mut args = vec!["test", "--workspace"];
+    args.extend_from_slice(extra);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut child = Command::new(cargo)
+        .args(&args)
+        .current_dir(controlplane::root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines() {
+            let line = line?;
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("test result: ") {
+                let (p, f) = counts(rest);
+                passed += p;
+                failed += f;
+            }
+        }
+    }
+    let status = child.wait()?;
+    println!(
+        "== {:.0}s; the control planes stay up for the next run (cargo xtask cluster down stops them)",
+        start.elapsed().as_secs_f64()
+    );
+    println!("summary: {passed} passed, {failed} failed");
+    if !status.success() || failed > 0 {
+        bail!("tests failed");
+    }
+    Ok(())
+}
+
+/// Passed and failed counts of a libtest `test result:` line.
+fn counts(rest: &str) -> (u64, u64) {
+    let count = |word: &str| -> u64 {
+        rest.split(';')
+            .find_map(|part| {
+                part.trim()
+                    .trim_start_matches("ok. ")
+                    .trim_start_matches("FAILED. ")
+                    .strip_suffix(word)
+                    .and_then(|n| n.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    (count(" passed"), count(" failed"))
+}
+
+fn bench(args: &[&str]) -> Result<()> {
+    let all = args.is_empty();
+    for a in args {
+        if *a != "--translate" {
+            bail!("bench: unknown option {a} (expected --translate)");
+        }
+    }
+    if all || args.contains(&"--translate") {
+        println!("== bench --translate (release build; ratios to serde_json in the same run)");
+        cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "translate"])?;
+    }
+    println!(
+        "report: {}",
+        controlplane::root()
+            .join("target/bench/report.json")
+            .display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_libtest_lines() {
+        assert_eq!(
+            super::counts("ok. 14 passed; 0 failed; 0 ignored; 0 measured"),
+            (14, 0)
+        );
+        assert_eq!(
+            super::counts("FAILED. 5 passed; 1 failed; 0 ignored"),
+            (5, 1)
+        );
+    }
+}

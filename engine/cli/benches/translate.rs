@@ -29,7 +29,8 @@ fn round(mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let yaml = std::fs::read_to_string(root.join("testdata/bench/database-2k.yaml")).expect("bench object");
+    let yaml = std::fs::read_to_string(root.join("testdata/bench/database-2k.yaml"))
+        .expect("bench object");
     let object: Value = serde_yaml::from_str(&yaml).expect("bench object parses");
     let text = serde_json::to_string(&object).expect("json");
     let policy = ferry_core::policy::load(&root.join("policies")).expect("example policies");
@@ -56,16 +57,29 @@ fn main() {
     };
     let transform = || {
         let v: Value = serde_json::from_str(&text).expect("parse");
-        let out = with_transform.to_super(v, &names, false).expect("translates");
+        let out = with_transform
+            .to_super(v, &names, false)
+            .expect("translates");
         std::hint::black_box(serde_json::to_string(&out.object).expect("serialize"));
     };
     // The sandbox alone: one call of the same transform on the same object, for the report's
     // breakdown (process round trip plus Starlark).
-    let script = policy.resource("example.com", "Database").expect("Database").transforms[0].clone();
+    let script = policy
+        .resource("example.com", "Database")
+        .expect("Database")
+        .transforms[0]
+        .clone();
     let learnt = std::collections::BTreeMap::new();
-    let ctx = ferry_core::sandbox::CallContext { tenant: "team-a", learnt: &learnt };
+    let ctx = ferry_core::sandbox::CallContext {
+        tenant: "team-a",
+        learnt: &learnt,
+    };
     let sandbox_only = || {
-        std::hint::black_box(sandbox.call(&script, ferry_core::sandbox::Hook::ToSuper, &object, &ctx).expect("call"));
+        std::hint::black_box(
+            sandbox
+                .call(&script, ferry_core::sandbox::Hook::ToSuper, &object, &ctx)
+                .expect("call"),
+        );
     };
     let noop = ferry_core::sandbox::Script {
         name: "noop".into(),
@@ -75,7 +89,11 @@ fn main() {
         limits: Default::default(),
     };
     let round_trip = || {
-        std::hint::black_box(sandbox.call(&noop, ferry_core::sandbox::Hook::ToSuper, &json!({}), &ctx).expect("call"));
+        std::hint::black_box(
+            sandbox
+                .call(&noop, ferry_core::sandbox::Hook::ToSuper, &json!({}), &ctx)
+                .expect("call"),
+        );
     };
     // For profiling one side: FERRY_BENCH_ONLY=schema|transform loops on it alone.
     if let Ok(only) = std::env::var("FERRY_BENCH_ONLY") {
@@ -94,7 +112,8 @@ fn main() {
         round(schema);
         round(transform);
     }
-    let (mut b, mut s, mut t, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut b, mut s, mut t, mut c, mut r) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..ROUNDS {
         b.push(round(baseline));
         s.push(round(schema));
@@ -130,6 +149,7 @@ fn main() {
             merged.insert(k.clone(), v.clone());
         }
     }
-    std::fs::write(&path, serde_json::to_string_pretty(&merged).expect("json")).expect("write report");
+    std::fs::write(&path, serde_json::to_string_pretty(&merged).expect("json"))
+        .expect("write report");
     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
 }

@@ -20,10 +20,13 @@ pub struct Document {
 pub fn read(path: &str) -> Result<Vec<Document>> {
     let (name, text) = if path == "-" {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("reading stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
         ("stdin".to_string(), text)
     } else {
-        let text = std::fs::read_to_string(Path::new(path)).with_context(|| format!("cannot read {path}"))?;
+        let text = std::fs::read_to_string(Path::new(path))
+            .with_context(|| format!("cannot read {path}"))?;
         (path.to_string(), text)
     };
     parse(&name, &text)
@@ -38,7 +41,12 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
         match parsed {
             Ok(Value::Null) => {}
             Ok(Value::Object(map)) if map.get("kind").and_then(Value::as_str) == Some("List") => {
-                for item in map.get("items").and_then(Value::as_array).into_iter().flatten() {
+                for item in map
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     push(&mut out, name, item.clone());
                 }
             }
@@ -48,7 +56,10 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
                     .location()
                     .map(|l| format!("{name}:{}:{}", l.line() + line_offset, l.column()))
                     .unwrap_or_else(|| name.to_string());
-                bail!("{at}: {}", ferry_core::schema::load::strip_location(&e.to_string()));
+                bail!(
+                    "{at}: {}",
+                    ferry_core::schema::load::strip_location(&e.to_string())
+                );
             }
         }
         line_offset += chunk.lines().count() + 1;
@@ -60,34 +71,18 @@ fn push(out: &mut Vec<Document>, name: &str, value: Value) {
     let n = out.len() + 1;
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("?");
     let meta = value.get("metadata");
-    let obj_name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("?");
-    let label = match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+    let obj_name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let label = match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
         Some(ns) => format!("{name}#{n} ({kind} {ns}/{obj_name})"),
         None => format!("{name}#{n} ({kind} {obj_name})"),
     };
     out.push(Document { label, value });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn multi_documents_and_lists() {
-        let docs = parse(
-            "in.yaml",
-            "kind: A\nmetadata: {name: a, namespace: n}\n---\nkind: List\nitems:\n- {kind: B, metadata: {name: b}}\n---\n",
-        )
-        .unwrap();
-        let labels: Vec<_> = docs.iter().map(|d| d.label.as_str()).collect();
-        assert_eq!(labels, ["in.yaml#1 (A n/a)", "in.yaml#2 (B b)"]);
-    }
-
-    #[test]
-    fn syntax_errors_name_the_line() {
-        let err = parse("in.yaml", "kind: A\n---\nkind: [\n").unwrap_err().to_string();
-        assert!(err.starts_with("in.yaml:4:") || err.starts_with("in.yaml:3:"), "{err}");
-    }
 }
 
 /// YAML text of a JSON value. Numbers are converted one by one: serde_json is built with
@@ -119,5 +114,32 @@ fn yaml_value(value: &Value) -> serde_yaml::Value {
                 .map(|(k, v)| (Y::String(k.clone()), yaml_value(v)))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_documents_and_lists() {
+        let docs = parse(
+            "in.yaml",
+            "kind: A\nmetadata: {name: a, namespace: n}\n---\nkind: List\nitems:\n- {kind: B, metadata: {name: b}}\n---\n",
+        )
+        .unwrap();
+        let labels: Vec<_> = docs.iter().map(|d| d.label.as_str()).collect();
+        assert_eq!(labels, ["in.yaml#1 (A n/a)", "in.yaml#2 (B b)"]);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let err = parse("in.yaml", "kind: A\n---\nkind: [\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("in.yaml:4:") || err.starts_with("in.yaml:3:"),
+            "{err}"
+        );
     }
 }

@@ -26,7 +26,11 @@ pub const EXIT_REFUSED: u8 = 3;
 pub const WORKER_SUBCOMMAND: &str = "__sandbox-worker";
 
 #[derive(Parser)]
-#[command(name = "ferry", version, about = "Sync approved Kubernetes resources between tenant control planes and a super cluster")]
+#[command(
+    name = "ferry",
+    version,
+    about = "Sync approved Kubernetes resources between tenant control planes and a super cluster"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -113,8 +117,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::Check { policy } => check(&policy),
-        Command::Policy { command: PolicyCommand::Pin { policy } } => pin(&policy),
-        Command::Schema { command: SchemaCommand::Init { file } } => schema_init(&file),
+        Command::Policy {
+            command: PolicyCommand::Pin { policy },
+        } => pin(&policy),
+        Command::Schema {
+            command: SchemaCommand::Init { file },
+        } => schema_init(&file),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
             Ok(0)
@@ -169,7 +177,12 @@ fn pin(policy: &std::path::Path) -> anyhow::Result<u8> {
                 c.after
             );
         } else {
-            println!("{}: {}: unchanged ({})", c.policy.display(), c.name, c.after);
+            println!(
+                "{}: {}: unchanged ({})",
+                c.policy.display(),
+                c.name,
+                c.after
+            );
         }
     }
     Ok(0)
@@ -179,7 +192,9 @@ fn schema_init(file: &str) -> anyhow::Result<u8> {
     let docs = documents::read(file)?;
     let crds: Vec<_> = docs
         .iter()
-        .filter(|d| d.value.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition"))
+        .filter(|d| {
+            d.value.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition")
+        })
         .collect();
     if crds.is_empty() {
         eprintln!("error: {file}: expected a CustomResourceDefinition, found none");

@@ -8,16 +8,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 fn run_case(root: &Path, case: &str) -> String {
     let dir = format!("testdata/{case}");
     let cmd = std::fs::read_to_string(root.join(&dir).join("cmd")).expect("cmd");
-    let args: Vec<String> = cmd.split_whitespace().map(|a| a.replace("$CASE", &dir)).collect();
+    let args: Vec<String> = cmd
+        .split_whitespace()
+        .map(|a| a.replace("$CASE", &dir))
+        .collect();
     let stdin = root.join(&dir).join("stdin.yaml");
     let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    command.args(&args).current_dir(root).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(&args)
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     command.stdin(if stdin.exists() {
         Stdio::from(std::fs::File::open(&stdin).expect("stdin.yaml"))
     } else {
@@ -27,7 +37,9 @@ fn run_case(root: &Path, case: &str) -> String {
     format!(
         "# ferry {}\n# exit: {}\n# stderr:\n{}# stdout:\n{}",
         cmd.trim(),
-        out.status.code().map_or("signal".to_string(), |c| c.to_string()),
+        out.status
+            .code()
+            .map_or("signal".to_string(), |c| c.to_string()),
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     )
@@ -44,7 +56,11 @@ fn golden_cases() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     cases.sort();
-    assert!(cases.len() >= 30, "expected at least 30 golden cases, found {}", cases.len());
+    assert!(
+        cases.len() >= 30,
+        "expected at least 30 golden cases, found {}",
+        cases.len()
+    );
     let mut failed = Vec::new();
     for case in &cases {
         let actual = run_case(&root, case);
@@ -55,7 +71,9 @@ fn golden_cases() {
         }
         let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
         if expected != actual {
-            failed.push(format!("--- {case}: expected\n{expected}\n--- {case}: actual\n{actual}"));
+            failed.push(format!(
+                "--- {case}: expected\n{expected}\n--- {case}: actual\n{actual}"
+            ));
         }
     }
     assert!(
@@ -72,7 +90,10 @@ fn golden_cases() {
 fn cases_cover_every_exit_code() {
     let root = root();
     let mut codes = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(root.join("testdata")).expect("testdata").flatten() {
+    for entry in std::fs::read_dir(root.join("testdata"))
+        .expect("testdata")
+        .flatten()
+    {
         if let Ok(text) = std::fs::read_to_string(entry.path().join("expected.txt")) {
             if let Some(line) = text.lines().find(|l| l.starts_with("# exit: ")) {
                 codes.insert(line["# exit: ".len()..].to_string());
@@ -80,7 +101,10 @@ fn cases_cover_every_exit_code() {
         }
     }
     for code in ["0", "1", "3"] {
-        assert!(codes.contains(code), "no golden case exits {code}: {codes:?}");
+        assert!(
+            codes.contains(code),
+            "no golden case exits {code}: {codes:?}"
+        );
     }
 }
 
@@ -89,10 +113,25 @@ fn cases_cover_every_exit_code() {
 fn cases_cover_every_refusal_reason() {
     let root = root();
     let mut all = String::new();
-    for entry in std::fs::read_dir(root.join("testdata")).expect("testdata").flatten() {
-        all.push_str(&std::fs::read_to_string(entry.path().join("expected.txt")).unwrap_or_default());
+    for entry in std::fs::read_dir(root.join("testdata"))
+        .expect("testdata")
+        .flatten()
+    {
+        all.push_str(
+            &std::fs::read_to_string(entry.path().join("expected.txt")).unwrap_or_default(),
+        );
     }
-    for reason in ["NotApproved", "NotSelected", "UnapprovedReference", "TransformFailed", "SyncConflict", "Invalid"] {
-        assert!(all.contains(&format!(": {reason}: ")), "no golden case is refused with {reason}");
+    for reason in [
+        "NotApproved",
+        "NotSelected",
+        "UnapprovedReference",
+        "TransformFailed",
+        "SyncConflict",
+        "Invalid",
+    ] {
+        assert!(
+            all.contains(&format!(": {reason}: ")),
+            "no golden case is refused with {reason}"
+        );
     }
 }

@@ -29,7 +29,10 @@ fn script(name: &str, source: &str, limits: Limits) -> Script {
 
 fn call(sandbox: &Sandbox, s: &Script) -> (Result<Option<serde_json::Value>, Error>, Duration) {
     let learnt = BTreeMap::new();
-    let ctx = CallContext { tenant: "team-a", learnt: &learnt };
+    let ctx = CallContext {
+        tenant: "team-a",
+        learnt: &learnt,
+    };
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team-a-prod"}, "data": {}});
     let start = Instant::now();
     let result = sandbox.call(s, Hook::ToSuper, &object, &ctx);
@@ -41,7 +44,9 @@ const IDENTITY: &str = "def to_super(obj, ctx):\n    obj['data']['ok'] = ctx.sup
 /// The pool still answers after a failure.
 fn still_works(sandbox: &Sandbox) {
     let (result, _) = call(sandbox, &script("identity", IDENTITY, Limits::default()));
-    let out = result.expect("a healthy call succeeds").expect("to_super is defined");
+    let out = result
+        .expect("a healthy call succeeds")
+        .expect("to_super is defined");
     assert_eq!(out["data"]["ok"], json!("team-a-prod"));
 }
 
@@ -51,7 +56,10 @@ fn expect_limit(source: &str, limits: Limits, limit: &str) -> String {
     let err = result.expect_err("the hostile transform fails");
     assert_eq!(err.limit(), Some(limit), "{err}");
     let bound = Duration::from_millis(limits.timeout_ms) + Duration::from_secs(1);
-    assert!(elapsed < bound, "stopped after {elapsed:?}, more than {bound:?}: {err}");
+    assert!(
+        elapsed < bound,
+        "stopped after {elapsed:?}, more than {bound:?}: {err}"
+    );
     still_works(&sandbox);
     err.to_string()
 }
@@ -60,7 +68,14 @@ fn expect_limit(source: &str, limits: Limits, limit: &str) -> String {
 fn unbounded_loop_stops_at_max_steps() {
     let src = "def to_super(obj, ctx):\n    n = 0\n    for i in range(100000):\n        for j in range(100000):\n            n += 1\n    return obj\n";
     // A generous clock, so that steps are what stops it even on a loaded machine.
-    let msg = expect_limit(src, Limits { timeout_ms: 10_000, ..Limits::default() }, "steps");
+    let msg = expect_limit(
+        src,
+        Limits {
+            timeout_ms: 10_000,
+            ..Limits::default()
+        },
+        "steps",
+    );
     assert!(msg.contains("maxSteps=100000"), "{msg}");
 }
 
@@ -68,13 +83,24 @@ fn unbounded_loop_stops_at_max_steps() {
 fn empty_loop_body_is_stopped_by_the_clock() {
     // `pass` compiles to nothing, so no statement is counted: the clock is the backstop.
     let src = "def to_super(obj, ctx):\n    for i in range(100000):\n        for j in range(100000):\n            pass\n    return obj\n";
-    expect_limit(src, Limits { timeout_ms: 200, ..Limits::default() }, "time");
+    expect_limit(
+        src,
+        Limits {
+            timeout_ms: 200,
+            ..Limits::default()
+        },
+        "time",
+    );
 }
 
 #[test]
 fn busy_loop_with_plenty_of_steps_stops_at_timeout() {
     let src = "def to_super(obj, ctx):\n    for i in range(100000):\n        for j in range(100000):\n            pass\n    return obj\n";
-    let limits = Limits { max_steps: u64::MAX / 2, timeout_ms: 200, ..Limits::default() };
+    let limits = Limits {
+        max_steps: u64::MAX / 2,
+        timeout_ms: 200,
+        ..Limits::default()
+    };
     let msg = expect_limit(src, limits, "time");
     assert!(msg.contains("timeoutMs=200"), "{msg}");
 }
@@ -83,7 +109,10 @@ fn busy_loop_with_plenty_of_steps_stops_at_timeout() {
 fn native_operation_is_killed_at_the_deadline() {
     // One statement spending seconds inside native code: no statement boundary to check.
     let src = "def to_super(obj, ctx):\n    h = list(range(100000))\n    x = [1 for _ in range(100000) if -1 in h]\n    return obj\n";
-    let limits = Limits { timeout_ms: 100, ..Limits::default() };
+    let limits = Limits {
+        timeout_ms: 100,
+        ..Limits::default()
+    };
     let msg = expect_limit(src, limits, "time");
     assert!(msg.contains("worker killed"), "{msg}");
 }
@@ -109,13 +138,21 @@ fn gigabyte_string_is_stopped_by_a_memory_limit() {
 #[test]
 fn growing_heap_stops_at_max_heap_bytes() {
     let src = "def to_super(obj, ctx):\n    xs = []\n    for i in range(100000):\n        xs.append('y' * 10000 + str(i))\n    return obj\n";
-    let msg = expect_limit(src, Limits { max_heap_bytes: 4 << 20, ..Limits::default() }, "heap");
+    let msg = expect_limit(
+        src,
+        Limits {
+            max_heap_bytes: 4 << 20,
+            ..Limits::default()
+        },
+        "heap",
+    );
     assert!(msg.contains("maxHeapBytes=4194304"), "{msg}");
 }
 
 #[test]
 fn huge_output_is_refused() {
-    let src = "def to_super(obj, ctx):\n    obj['data']['x'] = 'z' * (3 * 1024 * 1024)\n    return obj\n";
+    let src =
+        "def to_super(obj, ctx):\n    obj['data']['x'] = 'z' * (3 * 1024 * 1024)\n    return obj\n";
     let msg = expect_limit(src, Limits::default(), "output");
     assert!(msg.contains("bytes of JSON"), "{msg}");
 }
@@ -123,7 +160,14 @@ fn huge_output_is_refused() {
 #[test]
 fn deep_nesting_is_refused_without_overflowing_the_stack() {
     let src = "def to_super(obj, ctx):\n    n = {}\n    for i in range(50000):\n        n = {'a': n}\n    obj['data']['n'] = n\n    return obj\n";
-    let msg = expect_limit(src, Limits { max_steps: 1_000_000, ..Limits::default() }, "output");
+    let msg = expect_limit(
+        src,
+        Limits {
+            max_steps: 1_000_000,
+            ..Limits::default()
+        },
+        "output",
+    );
     assert!(msg.contains("nested deeper than 100"), "{msg}");
 }
 
@@ -136,9 +180,17 @@ fn deeply_nested_input_does_not_crash_the_worker() {
         nested = json!([nested]);
     }
     let learnt = BTreeMap::new();
-    let ctx = CallContext { tenant: "team-a", learnt: &learnt };
+    let ctx = CallContext {
+        tenant: "team-a",
+        learnt: &learnt,
+    };
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"deep": nested}});
-    let result = sandbox.call(&script("identity", IDENTITY, Limits::default()), Hook::ToSuper, &object, &ctx);
+    let result = sandbox.call(
+        &script("identity", IDENTITY, Limits::default()),
+        Hook::ToSuper,
+        &object,
+        &ctx,
+    );
     assert!(result.is_err(), "a 200-deep object is refused, not echoed");
     still_works(&sandbox);
 }
@@ -147,10 +199,19 @@ fn deeply_nested_input_does_not_crash_the_worker() {
 fn no_load_no_io_no_clock() {
     let sandbox = sandbox();
     for (src, what) in [
-        ("load('x.star', 'y')\ndef to_super(obj, ctx):\n    return obj\n", "load() is not allowed"),
-        ("def to_super(obj, ctx):\n    return open('/etc/passwd')\n", "open"),
+        (
+            "load('x.star', 'y')\ndef to_super(obj, ctx):\n    return obj\n",
+            "load() is not allowed",
+        ),
+        (
+            "def to_super(obj, ctx):\n    return open('/etc/passwd')\n",
+            "open",
+        ),
         ("def to_super(obj, ctx):\n    return time.now()\n", "time"),
-        ("def to_super(obj, ctx):\n    return random.random()\n", "random"),
+        (
+            "def to_super(obj, ctx):\n    return random.random()\n",
+            "random",
+        ),
     ] {
         let (result, _) = call(&sandbox, &script("forbidden", src, Limits::default()));
         let err = result.expect_err(what).to_string();
@@ -163,9 +224,18 @@ fn no_load_no_io_no_clock() {
 fn recursion_and_wrong_results_are_script_errors() {
     let sandbox = sandbox();
     for (src, what) in [
-        ("def f(n):\n    return f(n + 1)\ndef to_super(obj, ctx):\n    return f(0)\n", "stack overflow"),
-        ("def to_super(obj, ctx):\n    return [obj]\n", "must return an object"),
-        ("def to_super(obj, ctx):\n    fail('spec.size: too big')\n", "spec.size: too big"),
+        (
+            "def f(n):\n    return f(n + 1)\ndef to_super(obj, ctx):\n    return f(0)\n",
+            "stack overflow",
+        ),
+        (
+            "def to_super(obj, ctx):\n    return [obj]\n",
+            "must return an object",
+        ),
+        (
+            "def to_super(obj, ctx):\n    fail('spec.size: too big')\n",
+            "spec.size: too big",
+        ),
     ] {
         let (result, _) = call(&sandbox, &script("bad", src, Limits::default()));
         let err = result.expect_err(what);
@@ -181,12 +251,33 @@ fn ctx_unmaps_learnt_hashed_namespaces_and_missing_to_tenant_is_none() {
     let long = "n".repeat(60);
     let hashed = ferry_core::naming::map("team-a", &long);
     let learnt = BTreeMap::from([(hashed.clone(), long.clone())]);
-    let ctx = CallContext { tenant: "team-a", learnt: &learnt };
+    let ctx = CallContext {
+        tenant: "team-a",
+        learnt: &learnt,
+    };
     let src = "def to_super(obj, ctx):\n    obj['data'] = {'t': ctx.tenant, 'd': ctx.direction, 'back': ctx.tenant_namespace(obj['data']['ns']), 'other': ctx.tenant_namespace('kube-system')}\n    return obj\n";
     let object = json!({"data": {"ns": hashed}});
-    let out = sandbox.call(&script("ctx", src, Limits::default()), Hook::ToSuper, &object, &ctx).unwrap().unwrap();
-    assert_eq!(out["data"], json!({"t": "team-a", "d": "toSuper", "back": long, "other": null}));
-    let missing = sandbox.call(&script("ctx", src, Limits::default()), Hook::ToTenant, &object, &ctx).unwrap();
+    let out = sandbox
+        .call(
+            &script("ctx", src, Limits::default()),
+            Hook::ToSuper,
+            &object,
+            &ctx,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out["data"],
+        json!({"t": "team-a", "d": "toSuper", "back": long, "other": null})
+    );
+    let missing = sandbox
+        .call(
+            &script("ctx", src, Limits::default()),
+            Hook::ToTenant,
+            &object,
+            &ctx,
+        )
+        .unwrap();
     assert!(missing.is_none());
 }
 
@@ -204,7 +295,11 @@ fn parallel_tenants_do_not_wait_for_a_stuck_transform() {
     // While one worker is busy, another serves the other tenant at once.
     let start = Instant::now();
     still_works(&sandbox);
-    assert!(start.elapsed() < Duration::from_millis(1500), "blocked for {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(1500),
+        "blocked for {:?}",
+        start.elapsed()
+    );
     let (result, _) = slow.join().unwrap();
     assert_eq!(result.unwrap_err().limit(), Some("time"));
 }

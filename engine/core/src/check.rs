@@ -39,11 +39,15 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
             });
         }
         for (path, annotated) in resource.plan.rules() {
-            let Rule::Ref(r) = &annotated.rule else { continue };
+            let Rule::Ref(r) = &annotated.rule else {
+                continue;
+            };
             if r.kind_field.is_some() || r.api_version_field.is_some() || r.passthrough {
                 continue;
             }
-            let (Some(kind), Some(api)) = (&r.kind, &r.api_version) else { continue };
+            let (Some(kind), Some(api)) = (&r.kind, &r.api_version) else {
+                continue;
+            };
             let group = fields_group_of(api);
             if policy.resource(group, kind).is_none() {
                 out.push(Finding {
@@ -55,7 +59,9 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
                 });
             }
         }
-        if resource.direction == Direction::FromSuper && resource.scope == crate::policy::Scope::Namespaced {
+        if resource.direction == Direction::FromSuper
+            && resource.scope == crate::policy::Scope::Namespaced
+        {
             out.push(Finding {
                 at: resource.at.to_string(),
                 message: format!(

@@ -13,16 +13,28 @@ pub fn skeleton(crd: &Value) -> Result<String, String> {
     if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
         return Err(format!(
             "expected a CustomResourceDefinition, found kind {}",
-            crd.get("kind").map_or("(none)".to_string(), Value::to_string)
+            crd.get("kind")
+                .map_or("(none)".to_string(), Value::to_string)
         ));
     }
-    let name = crd.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let name = crd
+        .pointer("/metadata/name")
+        .cloned()
+        .unwrap_or(Value::Null);
     let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
     let mut notes = Vec::new();
     let mut versions = Vec::new();
-    for version in spec.get("versions").and_then(Value::as_array).into_iter().flatten() {
+    for version in spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let vname = version.get("name").and_then(Value::as_str).unwrap_or("?");
-        let mut schema = version.pointer("/schema/openAPIV3Schema").cloned().unwrap_or(Value::Null);
+        let mut schema = version
+            .pointer("/schema/openAPIV3Schema")
+            .cloned()
+            .unwrap_or(Value::Null);
         annotate(&mut schema, "", vname, &mut notes);
         let mut v = Map::new();
         v.insert("name".into(), Value::String(vname.into()));
@@ -31,7 +43,10 @@ pub fn skeleton(crd: &Value) -> Result<String, String> {
                 v.insert(key.into(), x.clone());
             }
         }
-        v.insert("schema".into(), serde_json::json!({ "openAPIV3Schema": schema }));
+        v.insert(
+            "schema".into(),
+            serde_json::json!({ "openAPIV3Schema": schema }),
+        );
         versions.push(Value::Object(v));
     }
     let mut out_spec = Map::new();
@@ -73,18 +88,35 @@ fn annotate(schema: &mut Value, path: &str, version: &str, notes: &mut Vec<Strin
         return;
     };
     for (name, prop) in props.iter_mut() {
-        let field = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+        let field = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}.{name}")
+        };
         let Value::Object(p) = prop else { continue };
-        let ty = p.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+        let ty = p
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let has_ferry = p.keys().any(|k| k.starts_with("x-ferry-"));
         if !has_ferry && path != "metadata" {
             if ty == "string" && (name == "namespace" || name.ends_with("Namespace")) {
                 p.insert("x-ferry-namespace".into(), Value::Bool(true));
-            } else if ty == "object" && p.get("properties").and_then(|x| x.get("matchLabels")).is_some() {
+            } else if ty == "object"
+                && p.get("properties")
+                    .and_then(|x| x.get("matchLabels"))
+                    .is_some()
+            {
                 p.insert("x-ferry-selector".into(), Value::Bool(true));
-            } else if name.ends_with("Ref") || name.ends_with("Name") && ty == "string" && name != "name" {
+            } else if name.ends_with("Ref")
+                || name.ends_with("Name") && ty == "string" && name != "name"
+            {
                 let guess = guess_kind(name);
-                notes.push(format!("{version} {field}: x-ferry-ref: {{apiVersion: {}, kind: {}}}", guess.0, guess.1));
+                notes.push(format!(
+                    "{version} {field}: x-ferry-ref: {{apiVersion: {}, kind: {}}}",
+                    guess.0, guess.1
+                ));
             }
         }
         annotate(prop, &field, version, notes);
@@ -102,7 +134,10 @@ fn guess_kind(field: &str) -> (&'static str, String) {
         "persistentvolumeclaim" | "claim" => ("v1", "PersistentVolumeClaim".into()),
         _ => {
             let mut chars = stem.chars();
-            let kind = chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default();
+            let kind = chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default();
             ("<group/version>", kind)
         }
     }
@@ -144,7 +179,10 @@ status: {acceptedNames: {}}
         let out = skeleton(&crd).unwrap();
         assert!(out.contains("x-ferry-namespace: true"), "{out}");
         assert!(out.contains("x-ferry-selector: true"), "{out}");
-        assert!(out.contains("spec.secretRef: x-ferry-ref: {apiVersion: v1, kind: Secret}"), "{out}");
+        assert!(
+            out.contains("spec.secretRef: x-ferry-ref: {apiVersion: v1, kind: Secret}"),
+            "{out}"
+        );
         assert!(!out.contains("acceptedNames"), "{out}");
         assert!(!out.contains("uid"), "{out}");
     }

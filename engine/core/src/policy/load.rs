@@ -127,7 +127,10 @@ fn parse_file(file: &Path) -> Result<Parsed> {
     })?;
     let positions = Positions::index(file, &text);
     let doc: PolicyFile = serde_yaml::from_str(&text).map_err(|e| {
-        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
         Error::Invalid {
             at: Location {
                 file: file.to_path_buf(),
@@ -144,11 +147,17 @@ fn parse_file(file: &Path) -> Result<Parsed> {
     if doc.api_version != API_VERSION {
         return Err(invalid(
             "apiVersion",
-            format!("apiVersion: expected {API_VERSION:?}, found {:?}", doc.api_version),
+            format!(
+                "apiVersion: expected {API_VERSION:?}, found {:?}",
+                doc.api_version
+            ),
         ));
     }
     if doc.kind != KIND {
-        return Err(invalid("kind", format!("kind: expected {KIND:?}, found {:?}", doc.kind)));
+        return Err(invalid(
+            "kind",
+            format!("kind: expected {KIND:?}, found {:?}", doc.kind),
+        ));
     }
     Ok(Parsed {
         file: file.to_path_buf(),
@@ -192,13 +201,19 @@ fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Re
         if let Some(problem) = crate::naming::dns_label_problem(&entry.name) {
             return Err(Error::Invalid {
                 at: here("name"),
-                message: format!("transform name {:?} must be a DNS label: {problem}", entry.name),
+                message: format!(
+                    "transform name {:?} must be a DNS label: {problem}",
+                    entry.name
+                ),
             });
         }
         if let Some(existing) = policy.transforms.get(&entry.name) {
             return Err(Error::Invalid {
                 at: here("name"),
-                message: format!("transform {:?} is declared twice (first at {})", entry.name, existing.at),
+                message: format!(
+                    "transform {:?} is declared twice (first at {})",
+                    entry.name, existing.at
+                ),
             });
         }
         let limits = entry.limits;
@@ -217,7 +232,10 @@ fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Re
         if limits.timeout_ms > 60_000 {
             return Err(Error::Invalid {
                 at: here("limits.timeoutMs"),
-                message: format!("limits.timeoutMs: at most 60000 is allowed, found {}", limits.timeout_ms),
+                message: format!(
+                    "limits.timeoutMs: at most 60000 is allowed, found {}",
+                    limits.timeout_ms
+                ),
             });
         }
         let file = relative(&p.file, &entry.file);
@@ -261,9 +279,11 @@ fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Re
                 message: format!("transform file {} is not UTF-8 text", file.display()),
             })?
             .into();
-        let hooks = script::inspect(&file.display().to_string(), &source).map_err(|message| Error::Invalid {
-            at: here("file"),
-            message: format!("transform {}: {message}", entry.name),
+        let hooks = script::inspect(&file.display().to_string(), &source).map_err(|message| {
+            Error::Invalid {
+                at: here("file"),
+                message: format!("transform {}: {message}", entry.name),
+            }
         })?;
         policy.transforms.insert(
             entry.name.clone(),
@@ -286,7 +306,9 @@ fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Re
 
 /// Whether `v` is a Kubernetes version string (`v1`, `v1beta2`, `v2alpha1`).
 fn is_version(v: &str) -> bool {
-    let Some(rest) = v.strip_prefix('v') else { return false };
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 || rest.starts_with('0') {
         return false;
@@ -307,9 +329,15 @@ fn load_resource(
     policy: &Policy,
 ) -> Result<Resource> {
     let here = |field: &str| p.positions.at(&format!("spec.resources[{i}].{field}"));
-    let invalid = |field: &str, message: String| Error::Invalid { at: here(field), message };
+    let invalid = |field: &str, message: String| Error::Invalid {
+        at: here(field),
+        message,
+    };
     let (group, version) = crate::schema::load::split_api_version(&entry.api_version);
-    if !is_version(version) || entry.api_version.matches('/').count() > 1 || (entry.api_version.contains('/') && group.is_empty()) {
+    if !is_version(version)
+        || entry.api_version.matches('/').count() > 1
+        || (entry.api_version.contains('/') && group.is_empty())
+    {
         return Err(invalid(
             "apiVersion",
             format!(
@@ -318,12 +346,19 @@ fn load_resource(
             ),
         ));
     }
-    let kind_ok = entry.kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+    let kind_ok = entry
+        .kind
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase())
         && entry.kind.chars().all(|c| c.is_ascii_alphanumeric());
     if !kind_ok {
         return Err(invalid(
             "kind",
-            format!("kind: expected a CamelCase kind like Database, found {:?}", entry.kind),
+            format!(
+                "kind: expected a CamelCase kind like Database, found {:?}",
+                entry.kind
+            ),
         ));
     }
     if entry.dependency && entry.direction != Direction::ToSuper {
@@ -357,7 +392,11 @@ fn load_resource(
                 &format!("transforms[{j}]"),
                 format!(
                     "unknown transform {name:?}; spec.transforms declares {}",
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             ));
         };
@@ -380,7 +419,10 @@ fn load_resource(
             options
                 .plans
                 .get(&file, &entry.api_version, &entry.kind)
-                .map_err(|source| Error::Schema { at: here("schema"), source })?
+                .map_err(|source| Error::Schema {
+                    at: here("schema"),
+                    source: Box::new(source),
+                })?
         }
         None => Arc::new(Plan::default()),
     };

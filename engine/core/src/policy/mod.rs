@@ -6,6 +6,10 @@
 //!                                      └─ transform scripts (sha256-verified, parsed)
 //! ```
 
+// Load errors carry every location a user needs to fix the file; they happen once per load,
+// so their size costs nothing worth boxing for.
+#![allow(clippy::result_large_err)]
+
 pub mod load;
 pub mod model;
 pub mod pin;
@@ -74,7 +78,7 @@ pub enum Error {
         /// The `schema:` entry.
         at: Location,
         /// The schema's own error (with its file and line).
-        source: crate::schema::Error,
+        source: Box<crate::schema::Error>,
     },
 }
 
@@ -179,6 +183,7 @@ impl Policy {
     /// and the version must be the approved one.
     pub fn resource_for(&self, api_version: &str, kind: &str) -> Option<&Resource> {
         let (group, version) = crate::schema::load::split_api_version(api_version);
-        self.resource(group, kind).filter(|r| r.version() == version)
+        self.resource(group, kind)
+            .filter(|r| r.version() == version)
     }
 }

@@ -54,7 +54,10 @@ pub fn pin(path: &Path) -> Result<Vec<PinChange>> {
 /// The pinned text of one policy file and the pins it changed.
 pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
     let doc: PolicyFile = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
         Error::Invalid {
             at: Location {
                 file: file.to_path_buf(),
@@ -89,10 +92,12 @@ pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
             };
             if entry.sha256.is_some() {
                 let at = positions.at(&format!("spec.transforms[{i}].sha256"));
-                replace_scalar(&mut lines, &at, &digest).ok_or_else(|| edit_failed("sha256 value not found"))?;
+                replace_scalar(&mut lines, &at, &digest)
+                    .ok_or_else(|| edit_failed("sha256 value not found"))?;
             } else {
                 let at = positions.at(&format!("spec.transforms[{i}].file"));
-                insert_after_scalar(&mut lines, &at, &digest).ok_or_else(|| edit_failed("file value not found"))?;
+                insert_after_scalar(&mut lines, &at, &digest)
+                    .ok_or_else(|| edit_failed("file value not found"))?;
             }
         }
         changes.push(change);
@@ -145,7 +150,11 @@ mod tests {
 
     fn setup(policy: &str) -> (tempdir::Dir, PathBuf) {
         let dir = tempdir::Dir::new();
-        std::fs::write(dir.path().join("t.star"), "def to_super(obj, ctx):\n    return obj\n").unwrap();
+        std::fs::write(
+            dir.path().join("t.star"),
+            "def to_super(obj, ctx):\n    return obj\n",
+        )
+        .unwrap();
         let file = dir.path().join("p.yaml");
         std::fs::write(&file, policy).unwrap();
         (dir, file)
@@ -155,12 +164,20 @@ mod tests {
 
     #[test]
     fn inserts_missing_pins_in_block_style() {
-        let (_dir, file) = setup(&format!("{HEAD}  - name: t\n    file: t.star # the script\n    limits: {{timeoutMs: 50}}\n"));
+        let (_dir, file) = setup(&format!(
+            "{HEAD}  - name: t\n    file: t.star # the script\n    limits: {{timeoutMs: 50}}\n"
+        ));
         let changes = pin(&file).unwrap();
         assert_eq!(changes.len(), 1);
         assert!(changes[0].changed());
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(text.contains(&format!("    file: t.star # the script\n    sha256: {}\n", changes[0].after)), "{text}");
+        assert!(
+            text.contains(&format!(
+                "    file: t.star # the script\n    sha256: {}\n",
+                changes[0].after
+            )),
+            "{text}"
+        );
         // A second run changes nothing.
         assert!(!pin(&file).unwrap()[0].changed());
     }
@@ -168,11 +185,16 @@ mod tests {
     #[test]
     fn replaces_stale_pins_in_flow_style() {
         let stale = "0".repeat(64);
-        let (_dir, file) = setup(&format!("{HEAD}  - {{name: t, file: t.star, sha256: \"{stale}\"}}\n"));
+        let (_dir, file) = setup(&format!(
+            "{HEAD}  - {{name: t, file: t.star, sha256: \"{stale}\"}}\n"
+        ));
         let changes = pin(&file).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
         assert_eq!(changes[0].before.as_deref(), Some(stale.as_str()));
-        assert!(text.contains(&format!("sha256: {}}}", changes[0].after)), "{text}");
+        assert!(
+            text.contains(&format!("sha256: {}}}", changes[0].after)),
+            "{text}"
+        );
     }
 
     #[test]
@@ -180,7 +202,13 @@ mod tests {
         let (_dir, file) = setup(&format!("{HEAD}  - {{name: t, file: t.star}}\n"));
         let changes = pin(&file).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(text.contains(&format!("{{name: t, file: t.star, sha256: {}}}", changes[0].after)), "{text}");
+        assert!(
+            text.contains(&format!(
+                "{{name: t, file: t.star, sha256: {}}}",
+                changes[0].after
+            )),
+            "{text}"
+        );
     }
 }
 

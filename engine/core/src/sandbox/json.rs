@@ -15,7 +15,9 @@ use super::MAX_OUTPUT_DEPTH;
 /// Parses JSON text into a Starlark value on `heap`.
 pub fn to_starlark<'v>(heap: Heap<'v>, json: &str) -> Result<Value<'v>, String> {
     let mut de = serde_json::Deserializer::from_str(json);
-    let value = Seed { heap }.deserialize(&mut de).map_err(|e| e.to_string())?;
+    let value = Seed { heap }
+        .deserialize(&mut de)
+        .map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok(value)
 }
@@ -96,7 +98,10 @@ struct Out<'v> {
 
 impl<'v> Out<'v> {
     fn child(&self, value: Value<'v>) -> Out<'v> {
-        Out { value, depth: self.depth + 1 }
+        Out {
+            value,
+            depth: self.depth + 1,
+        }
     }
 }
 
@@ -160,7 +165,10 @@ impl ser::Serialize for Out<'_> {
         // Big integers and anything else Starlark itself knows how to write as JSON.
         match v.to_json_value() {
             Ok(json) => ser::Serialize::serialize(&json, s),
-            Err(e) => Err(ser::Error::custom(format!("{} is not JSON data: {e}", v.get_type()))),
+            Err(e) => Err(ser::Error::custom(format!(
+                "{} is not JSON data: {e}",
+                v.get_type()
+            ))),
         }
     }
 }

@@ -11,10 +11,10 @@
 //! the process boundary enforces the rest (a native allocation of gigabytes, a native call that
 //! cannot be interrupted) without taking the engine down.
 
+mod json;
 pub mod pool;
 pub mod protocol;
 pub mod script;
-mod json;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};
@@ -153,7 +153,9 @@ impl Sandbox {
         match self.pool.call(&call)? {
             protocol::Response::Ok(value) => Ok(Some(value)),
             protocol::Response::Missing => Ok(None),
-            protocol::Response::NeedSource => Err(Error::Worker("the worker did not get the script".into())),
+            protocol::Response::NeedSource => {
+                Err(Error::Worker("the worker did not get the script".into()))
+            }
             protocol::Response::Failed {
                 limit: Some(limit),
                 message,

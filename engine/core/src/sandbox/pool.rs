@@ -122,7 +122,9 @@ impl Pool {
         match exchanged {
             Ok(Response::NeedSource) => {
                 process.kill();
-                Err(Error::Worker("the worker asked for the script twice".into()))
+                Err(Error::Worker(
+                    "the worker asked for the script twice".into(),
+                ))
             }
             Ok(response) => {
                 process.known.insert(script.digest.clone());
@@ -155,7 +157,11 @@ impl Pool {
                         ),
                     })
                 } else {
-                    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+                    let last = stderr
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("no message");
                     Err(Error::Script {
                         name: script.name.clone(),
                         message: format!("worker died ({status}): {last}; worker replaced"),
@@ -217,7 +223,9 @@ impl Pool {
         // Non-blocking, so that a caller can spin on it before sleeping.
         if let Err(e) = rustix::io::ioctl_fionbio(&stdout, true) {
             let _ = child.kill();
-            return Err(Error::Worker(format!("cannot make the worker pipe non-blocking: {e}")));
+            return Err(Error::Worker(format!(
+                "cannot make the worker pipe non-blocking: {e}"
+            )));
         }
         Ok(Process {
             child,
@@ -239,7 +247,11 @@ impl Drop for Pool {
 }
 
 impl Process {
-    fn exchange(&mut self, body: &[u8], deadline: Instant) -> std::result::Result<Response, Failure> {
+    fn exchange(
+        &mut self,
+        body: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<Response, Failure> {
         let frame = protocol::frame(body).map_err(Failure::Io)?;
         if let Err(e) = self.stdin.write_all(&frame) {
             return Err(if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -256,7 +268,9 @@ impl Process {
             if need == 4 && buf.len() >= 4 {
                 let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
                 if len > MAX_FRAME {
-                    return Err(Failure::Io(std::io::Error::other(format!("response frame of {len} bytes"))));
+                    return Err(Failure::Io(std::io::Error::other(format!(
+                        "response frame of {len} bytes"
+                    ))));
                 }
                 need = 4 + len;
             }
@@ -266,7 +280,11 @@ impl Process {
 
     /// Appends what the worker's stdout has, waiting for it no later than `deadline`: spinning
     /// for [`SPIN`] first, then sleeping in `poll`.
-    fn read_some(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> std::result::Result<(), Failure> {
+    fn read_some(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Instant,
+    ) -> std::result::Result<(), Failure> {
         let spin_until = Instant::now() + SPIN;
         let start = buf.len();
         // Zeroed once per read, not per spin: the spin must stay cheap.
@@ -276,7 +294,12 @@ impl Process {
         result.map(|_| ())
     }
 
-    fn wait_and_read(&mut self, buf: &mut [u8], spin_until: Instant, deadline: Instant) -> std::result::Result<usize, Failure> {
+    fn wait_and_read(
+        &mut self,
+        buf: &mut [u8],
+        spin_until: Instant,
+        deadline: Instant,
+    ) -> std::result::Result<usize, Failure> {
         loop {
             match self.stdout.read(buf) {
                 Ok(0) => return Err(Failure::Died),
@@ -320,7 +343,9 @@ impl Process {
             Err(e) => format!("unknown status: {e}"),
         };
         let mut stderr = String::new();
-        let _ = (&mut self.stderr).take(64 * 1024).read_to_string(&mut stderr);
+        let _ = (&mut self.stderr)
+            .take(64 * 1024)
+            .read_to_string(&mut stderr);
         (status, stderr)
     }
 }

@@ -27,7 +27,12 @@ impl Hooks {
 /// `file:line:column` of where a span starts.
 pub fn span_start(span: &starlark::codemap::FileSpan) -> String {
     let begin = span.resolve_span().begin;
-    format!("{}:{}:{}", span.filename(), begin.line + 1, begin.column + 1)
+    format!(
+        "{}:{}:{}",
+        span.filename(),
+        begin.line + 1,
+        begin.column + 1
+    )
 }
 
 /// Parses `source` and reports the hooks it defines, or the first problem as
@@ -35,7 +40,12 @@ pub fn span_start(span: &starlark::codemap::FileSpan) -> String {
 pub fn inspect(file: &str, source: &str) -> Result<Hooks, String> {
     let ast = AstModule::parse(file, source.to_string(), &Dialect::Extended).map_err(|e| {
         let text = e.without_diagnostic().to_string();
-        let first = text.lines().next().unwrap_or("syntax error").trim().to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("syntax error")
+            .trim()
+            .to_string();
         match e.span() {
             Some(span) => format!("{}: {first}", span_start(span)),
             None => format!("{file}: {first}"),

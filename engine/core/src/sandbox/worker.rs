@@ -176,7 +176,10 @@ impl<R: io::Read + std::os::fd::AsFd> io::Read for SpinRead<R> {
                 std::hint::spin_loop();
                 continue;
             }
-            let mut fds = [rustix::event::PollFd::new(&self.inner, rustix::event::PollFlags::IN)];
+            let mut fds = [rustix::event::PollFd::new(
+                &self.inner,
+                rustix::event::PollFlags::IN,
+            )];
             match rustix::event::poll(&mut fds, None) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
@@ -199,7 +202,9 @@ struct Worker {
 pub fn serve() -> io::Result<()> {
     let stdin = io::stdin();
     rustix::io::ioctl_fionbio(&stdin, true)?;
-    let mut input = BufReader::new(SpinRead { inner: stdin.lock() });
+    let mut input = BufReader::new(SpinRead {
+        inner: stdin.lock(),
+    });
     let mut output = BufWriter::new(io::stdout().lock());
     let mut worker = Worker::new()?;
     while let Some(frame) = read_frame(&mut input)? {
@@ -218,7 +223,9 @@ pub fn serve() -> io::Result<()> {
             Err(response) => serde_json::to_vec(&response).map_err(io::Error::other)?,
         };
         write_frame(&mut output, &body)?;
-        if worker.calls_since_limit == 0 && vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH) {
+        if worker.calls_since_limit == 0
+            && vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH)
+        {
             // Exit cleanly; the engine starts a fresh worker on its next call.
             return Ok(());
         }
@@ -347,11 +354,19 @@ impl Worker {
 }
 
 /// Parses and evaluates a script's top level, under the same limits as a call.
-fn compile(file: &str, source: &str, globals: &Globals, guard: Guard) -> Result<FrozenModule, String> {
-    let ast = AstModule::parse(file, source.to_string(), &Dialect::Extended)
-        .map_err(|e| describe(&e))?;
+fn compile(
+    file: &str,
+    source: &str,
+    globals: &Globals,
+    guard: Guard,
+) -> Result<FrozenModule, String> {
+    let ast =
+        AstModule::parse(file, source.to_string(), &Dialect::Extended).map_err(|e| describe(&e))?;
     if let Some(load) = ast.loads().first() {
-        return Err(format!("{}: load() is not allowed in transforms", super::script::span_start(&load.span)));
+        return Err(format!(
+            "{}: load() is not allowed in transforms",
+            super::script::span_start(&load.span)
+        ));
     }
     Module::with_temp_heap(|module| {
         let mut eval = Evaluator::new(&module);
@@ -368,7 +383,12 @@ fn compile(file: &str, source: &str, globals: &Globals, guard: Guard) -> Result<
 /// A starlark error as one line: message and location, without the source excerpt.
 fn describe(e: &starlark::Error) -> String {
     let message = e.without_diagnostic().to_string();
-    let message = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    let message = message
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string();
     match e.span() {
         Some(span) => format!("{}: {message}", super::script::span_start(span)),
         None => message,
@@ -386,13 +406,23 @@ fn output(out: starlark::values::Value, hook: Hook) -> Result<Vec<u8>, Response>
     if DictRef::from_value(out).is_none() {
         return failed(
             None,
-            format!("{} must return an object (a dict), got {}", hook.function(), out.get_type()),
+            format!(
+                "{} must return an object (a dict), got {}",
+                hook.function(),
+                out.get_type()
+            ),
         );
     }
     let mut body = b"{\"ok\":".to_vec();
     if let Err(e) = json::write_json(out, &mut body) {
         let limit = e.contains("nested deeper").then_some("output");
-        return failed(limit, format!("{} returned data that is not a Kubernetes object: {e}", hook.function()));
+        return failed(
+            limit,
+            format!(
+                "{} returned data that is not a Kubernetes object: {e}",
+                hook.function()
+            ),
+        );
     }
     body.push(b'}');
     let size = body.len() - 7;

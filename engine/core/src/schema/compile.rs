@@ -124,7 +124,11 @@ impl Compiler<'_> {
     fn annotation_error(&self, yaml_path: &str, field: &str, message: String) -> Error {
         Error::Annotation {
             at: self.at(yaml_path),
-            field: if field.is_empty() { "(root)".into() } else { field.into() },
+            field: if field.is_empty() {
+                "(root)".into()
+            } else {
+                field.into()
+            },
             message,
         }
     }
@@ -155,7 +159,9 @@ impl Compiler<'_> {
                 let Some(target) = target else {
                     return Err(Error::Parse {
                         at: self.at(yaml_path),
-                        message: format!("$ref {reference:?} names no schema in components.schemas"),
+                        message: format!(
+                            "$ref {reference:?} names no schema in components.schemas"
+                        ),
                     });
                 };
                 self.ref_stack.push(name.to_string());
@@ -167,7 +173,13 @@ impl Compiler<'_> {
         }
     }
 
-    fn schema(&mut self, schema: &Schema, yaml_path: &str, field: &str, depth: usize) -> Result<Node> {
+    fn schema(
+        &mut self,
+        schema: &Schema,
+        yaml_path: &str,
+        field: &str,
+        depth: usize,
+    ) -> Result<Node> {
         if depth > MAX_DEPTH {
             return Ok(Node::default());
         }
@@ -234,7 +246,8 @@ impl Compiler<'_> {
         }
         for (key, list) in branches {
             for (i, branch) in list.iter().enumerate() {
-                let child = self.reference(branch, &format!("{yaml_path}.{key}[{i}]"), field, depth + 1)?;
+                let child =
+                    self.reference(branch, &format!("{yaml_path}.{key}[{i}]"), field, depth + 1)?;
                 node.merge(child);
             }
         }
@@ -243,7 +256,13 @@ impl Compiler<'_> {
 
     /// `x-ferry-owner` and `x-ferry-drop` remove a field; inside arrays and maps that would
     /// need per-element merging on the way up, so they must be put on the array or map.
-    fn no_removal_below(&self, node: &Node, yaml_path: &str, field: &str, what: &str) -> Result<()> {
+    fn no_removal_below(
+        &self,
+        node: &Node,
+        yaml_path: &str,
+        field: &str,
+        what: &str,
+    ) -> Result<()> {
         let mut rules = Vec::new();
         node.walk(field, &mut rules);
         if let Some((path, rule)) = rules
@@ -262,14 +281,24 @@ impl Compiler<'_> {
         Ok(())
     }
 
-    fn rules(&mut self, schema: &Schema, shape: Shape, yaml_path: &str, field: &str, node: &mut Node) -> Result<()> {
+    fn rules(
+        &mut self,
+        schema: &Schema,
+        shape: Shape,
+        yaml_path: &str,
+        field: &str,
+        node: &mut Node,
+    ) -> Result<()> {
         let ext = &schema.schema_data.extensions;
         for key in ext.keys() {
             if key.starts_with("x-ferry-") && !EXTENSIONS.contains(&key.as_str()) {
                 return Err(self.annotation_error(
                     &format!("{yaml_path}.{key}"),
                     field,
-                    format!("unknown annotation {key:?}; expected one of {}", EXTENSIONS.join(", ")),
+                    format!(
+                        "unknown annotation {key:?}; expected one of {}",
+                        EXTENSIONS.join(", ")
+                    ),
                 ));
             }
         }
@@ -292,29 +321,45 @@ impl Compiler<'_> {
             Err(self.annotation_error(
                 &format!("{yaml_path}.{key}"),
                 field,
-                format!("{key} expects a field of type {}, found type {}", names.join(" or "), shape.name()),
+                format!(
+                    "{key} expects a field of type {}, found type {}",
+                    names.join(" or "),
+                    shape.name()
+                ),
             ))
         };
         if let Some(v) = ext.get("x-ferry-namespace") {
             if expect_true("x-ferry-namespace", v)? {
                 need_shape("x-ferry-namespace", &[Shape::String])?;
-                node.rules.push(Annotated { rule: Rule::Namespace, origin: origin("x-ferry-namespace") });
+                node.rules.push(Annotated {
+                    rule: Rule::Namespace,
+                    origin: origin("x-ferry-namespace"),
+                });
             }
         }
         if let Some(v) = ext.get("x-ferry-selector") {
             if expect_true("x-ferry-selector", v)? {
                 need_shape("x-ferry-selector", &[Shape::Object])?;
-                node.rules.push(Annotated { rule: Rule::Selector, origin: origin("x-ferry-selector") });
+                node.rules.push(Annotated {
+                    rule: Rule::Selector,
+                    origin: origin("x-ferry-selector"),
+                });
             }
         }
         if let Some(v) = ext.get("x-ferry-drop") {
             if expect_true("x-ferry-drop", v)? {
-                node.rules.push(Annotated { rule: Rule::Drop, origin: origin("x-ferry-drop") });
+                node.rules.push(Annotated {
+                    rule: Rule::Drop,
+                    origin: origin("x-ferry-drop"),
+                });
             }
         }
         if let Some(v) = ext.get("x-ferry-owner") {
             match v.as_str() {
-                Some("super") => node.rules.push(Annotated { rule: Rule::OwnerSuper, origin: origin("x-ferry-owner") }),
+                Some("super") => node.rules.push(Annotated {
+                    rule: Rule::OwnerSuper,
+                    origin: origin("x-ferry-owner"),
+                }),
                 _ => {
                     return Err(self.annotation_error(
                         &format!("{yaml_path}.x-ferry-owner"),
@@ -327,7 +372,10 @@ impl Compiler<'_> {
         if let Some(v) = ext.get("x-ferry-ref") {
             need_shape("x-ferry-ref", &[Shape::String, Shape::Object])?;
             let rule = self.ref_rule(v, &format!("{yaml_path}.x-ferry-ref"), field)?;
-            node.rules.push(Annotated { rule: Rule::Ref(rule), origin: origin("x-ferry-ref") });
+            node.rules.push(Annotated {
+                rule: Rule::Ref(rule),
+                origin: origin("x-ferry-ref"),
+            });
         } else if ext.contains_key(KUSTOMIZE_KIND) || ext.contains_key(KUSTOMIZE_API_VERSION) {
             let text = |key: &str| ext.get(key).and_then(Value::as_str).map(str::to_string);
             let rule = RefRule {
@@ -343,10 +391,15 @@ impl Compiler<'_> {
                 return Err(self.annotation_error(
                     yaml_path,
                     field,
-                    format!("{KUSTOMIZE_API_VERSION} and {KUSTOMIZE_KIND} must both be set to strings"),
+                    format!(
+                        "{KUSTOMIZE_API_VERSION} and {KUSTOMIZE_KIND} must both be set to strings"
+                    ),
                 ));
             }
-            node.rules.push(Annotated { rule: Rule::Ref(rule), origin: origin(KUSTOMIZE_KIND) });
+            node.rules.push(Annotated {
+                rule: Rule::Ref(rule),
+                origin: origin(KUSTOMIZE_KIND),
+            });
         }
         if node.has(|r| matches!(r, Rule::Drop)) && node.has(|r| matches!(r, Rule::OwnerSuper)) {
             return Err(self.annotation_error(
@@ -361,14 +414,20 @@ impl Compiler<'_> {
     fn ref_rule(&self, v: &Value, yaml_path: &str, field: &str) -> Result<RefRule> {
         let err = |m: String| self.annotation_error(yaml_path, field, m);
         let Value::Object(map) = v else {
-            return Err(err(format!("x-ferry-ref expects a mapping with keys {}, found {v}", REF_KEYS.join(", "))));
+            return Err(err(format!(
+                "x-ferry-ref expects a mapping with keys {}, found {v}",
+                REF_KEYS.join(", ")
+            )));
         };
         for key in map.keys() {
             if !REF_KEYS.contains(&key.as_str()) {
                 return Err(self.annotation_error(
                     &format!("{yaml_path}.{key}"),
                     field,
-                    format!("unknown x-ferry-ref key {key:?}; expected one of {}", REF_KEYS.join(", ")),
+                    format!(
+                        "unknown x-ferry-ref key {key:?}; expected one of {}",
+                        REF_KEYS.join(", ")
+                    ),
                 ));
             }
         }
@@ -386,7 +445,11 @@ impl Compiler<'_> {
         let passthrough = match map.get("passthrough") {
             None => false,
             Some(Value::Bool(b)) => *b,
-            Some(other) => return Err(err(format!("x-ferry-ref.passthrough expects true or false, found {other}"))),
+            Some(other) => {
+                return Err(err(format!(
+                    "x-ferry-ref.passthrough expects true or false, found {other}"
+                )))
+            }
         };
         let rule = RefRule {
             api_version: text("apiVersion")?,
@@ -398,10 +461,16 @@ impl Compiler<'_> {
             passthrough,
         };
         if rule.kind.is_none() && rule.kind_field.is_none() {
-            return Err(err("x-ferry-ref needs kind or kindField (which kind of object does it point at?)".into()));
+            return Err(err(
+                "x-ferry-ref needs kind or kindField (which kind of object does it point at?)"
+                    .into(),
+            ));
         }
         if rule.api_version.is_none() && rule.api_version_field.is_none() {
-            return Err(err("x-ferry-ref needs apiVersion or apiVersionField (use \"v1\" for core kinds)".into()));
+            return Err(err(
+                "x-ferry-ref needs apiVersion or apiVersionField (use \"v1\" for core kinds)"
+                    .into(),
+            ));
         }
         Ok(rule)
     }
@@ -409,7 +478,9 @@ impl Compiler<'_> {
     /// Notes unannotated string fields whose names suggest a namespace or a reference.
     fn lint(&mut self, schema: &Schema, name: &str, yaml_path: &str, field: &str) {
         let ext = &schema.schema_data.extensions;
-        let annotated = ext.keys().any(|k| k.starts_with("x-ferry-") || k.starts_with("x-kubernetes-object-ref"));
+        let annotated = ext
+            .keys()
+            .any(|k| k.starts_with("x-ferry-") || k.starts_with("x-kubernetes-object-ref"));
         if annotated {
             return;
         }
@@ -429,7 +500,8 @@ impl Compiler<'_> {
                 _ => false,
             };
         if looks_like_ns || looks_like_ref {
-            self.suspicious.push((field.to_string(), self.at(yaml_path)));
+            self.suspicious
+                .push((field.to_string(), self.at(yaml_path)));
         }
     }
 }

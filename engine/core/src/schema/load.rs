@@ -89,7 +89,10 @@ fn documents(file: &Path, text: &str) -> Result<Vec<(usize, Value)>> {
     for chunk in split_documents(text) {
         let doc = serde_yaml::Deserializer::from_str(chunk);
         let value = Value::deserialize(doc).map_err(|e| {
-            let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((0, 0));
             Error::Parse {
                 at: Location {
                     file: file.to_path_buf(),
@@ -143,8 +146,14 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
             p
         };
         if doc.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
-            let crd_group = doc.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
-            let crd_kind = doc.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or("");
+            let crd_group = doc
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let crd_kind = doc
+                .pointer("/spec/names/kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let versions = doc.pointer("/spec/versions").and_then(Value::as_array);
             for (i, v) in versions.into_iter().flatten().enumerate() {
                 let name = v.get("name").and_then(Value::as_str).unwrap_or("");
@@ -163,12 +172,19 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
                     });
                 };
                 let schema = parse_schema(raw, &positions, &yaml_path)?;
-                let src = Source { file, positions: &positions, components: None };
+                let src = Source {
+                    file,
+                    positions: &positions,
+                    components: None,
+                };
                 return compile(&schema, &yaml_path, &src);
             }
             continue;
         }
-        let Some(schemas) = doc.pointer("/components/schemas").and_then(Value::as_object) else {
+        let Some(schemas) = doc
+            .pointer("/components/schemas")
+            .and_then(Value::as_object)
+        else {
             continue;
         };
         let positions = chunk_positions();
@@ -176,15 +192,28 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
         let mut found = None;
         for (name, raw) in schemas {
             let yaml_path = format!("components.schemas.{name}");
-            let parsed: ReferenceOr<Schema> = serde_json::from_value(raw.clone()).map_err(|e| Error::Parse {
-                at: positions.at(&yaml_path),
-                message: format!("not an OpenAPI v3 schema: {e}"),
-            })?;
-            for gvk in raw.get("x-kubernetes-group-version-kind").and_then(Value::as_array).into_iter().flatten() {
+            let parsed: ReferenceOr<Schema> =
+                serde_json::from_value(raw.clone()).map_err(|e| Error::Parse {
+                    at: positions.at(&yaml_path),
+                    message: format!("not an OpenAPI v3 schema: {e}"),
+                })?;
+            for gvk in raw
+                .get("x-kubernetes-group-version-kind")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let g = gvk.get("group").and_then(Value::as_str).unwrap_or("");
                 let v = gvk.get("version").and_then(Value::as_str).unwrap_or("");
                 let k = gvk.get("kind").and_then(Value::as_str).unwrap_or("");
-                seen.push(format!("{}{v} {k}", if g.is_empty() { String::new() } else { format!("{g}/") }));
+                seen.push(format!(
+                    "{}{v} {k}",
+                    if g.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{g}/")
+                    }
+                ));
                 if g == group && v == version && k == kind {
                     found = Some(name.clone());
                 }
@@ -193,8 +222,14 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
         }
         if let Some(name) = found {
             let yaml_path = format!("components.schemas.{name}");
-            let src = Source { file, positions: &positions, components: Some(&components) };
-            let root = ReferenceOr::<Schema>::Reference { reference: format!("#/components/schemas/{name}") };
+            let src = Source {
+                file,
+                positions: &positions,
+                components: Some(&components),
+            };
+            let root = ReferenceOr::<Schema>::Reference {
+                reference: format!("#/components/schemas/{name}"),
+            };
             let schema = match &components[&name] {
                 ReferenceOr::Item(s) => s.clone(),
                 ReferenceOr::Reference { .. } => {
@@ -219,7 +254,9 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
 fn compile_ref_root(root: &ReferenceOr<Schema>, yaml_path: &str, src: &Source<'_>) -> Result<Plan> {
     let wrapper = Schema {
         schema_data: Default::default(),
-        schema_kind: openapiv3::SchemaKind::AllOf { all_of: vec![root.clone()] },
+        schema_kind: openapiv3::SchemaKind::AllOf {
+            all_of: vec![root.clone()],
+        },
     };
     compile(&wrapper, yaml_path, src)
 }
@@ -278,22 +315,36 @@ spec:
     #[test]
     fn compiles_crd_annotations() {
         let plan = plan(CRD).unwrap();
-        let rules: Vec<_> = plan.rules().into_iter().map(|(p, a)| (p, a.rule.name())).collect();
+        let rules: Vec<_> = plan
+            .rules()
+            .into_iter()
+            .map(|(p, a)| (p, a.rule.name()))
+            .collect();
         assert!(rules.contains(&("spec.targetNamespace".into(), "x-ferry-namespace")));
         assert!(rules.contains(&("spec.secretRef".into(), "x-ferry-ref")));
         assert!(rules.contains(&("spec.hosts[*].namespace".into(), "x-ferry-namespace")));
         assert!(rules.contains(&("spec.notes".into(), "x-ferry-drop")));
-        let (_, ns) = plan.rules().into_iter().find(|(p, _)| p == "spec.targetNamespace").unwrap();
+        let (_, ns) = plan
+            .rules()
+            .into_iter()
+            .find(|(p, _)| p == "spec.targetNamespace")
+            .unwrap();
         assert_eq!(ns.origin.to_string(), "w.yaml:21:36");
     }
 
     #[test]
     fn wrong_type_names_the_field_and_line() {
-        let bad = CRD.replace("notes: {type: string, x-ferry-drop: true}", "count: {type: integer, x-ferry-namespace: true}");
+        let bad = CRD.replace(
+            "notes: {type: string, x-ferry-drop: true}",
+            "count: {type: integer, x-ferry-namespace: true}",
+        );
         let err = plan(&bad).unwrap_err().to_string();
         assert!(err.starts_with("w.yaml:33:"), "{err}");
         assert!(err.contains("spec.count"), "{err}");
-        assert!(err.contains("expects a field of type string, found type integer"), "{err}");
+        assert!(
+            err.contains("expects a field of type string, found type integer"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -305,7 +356,9 @@ spec:
 
     #[test]
     fn missing_version_lists_what_is_there() {
-        let err = load_plan_text(Path::new("w.yaml"), CRD, "example.com/v2", "Widget").unwrap_err().to_string();
+        let err = load_plan_text(Path::new("w.yaml"), CRD, "example.com/v2", "Widget")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no schema for example.com/v2 Widget"), "{err}");
         assert!(err.contains("example.com/v1 Widget"), "{err}");
     }
@@ -335,8 +388,18 @@ components:
               additionalProperties: {$ref: "#/components/schemas/Ref"}
 "##;
         let plan = plan(doc).unwrap();
-        let paths: Vec<_> = plan.rules().into_iter().map(|(p, a)| (p, a.rule.clone())).collect();
-        assert!(paths.contains(&("spec.target.namespace".into(), Rule::Namespace)), "{paths:?}");
-        assert!(paths.contains(&("spec.byName.*.namespace".into(), Rule::Namespace)), "{paths:?}");
+        let paths: Vec<_> = plan
+            .rules()
+            .into_iter()
+            .map(|(p, a)| (p, a.rule.clone()))
+            .collect();
+        assert!(
+            paths.contains(&("spec.target.namespace".into(), Rule::Namespace)),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&("spec.byName.*.namespace".into(), Rule::Namespace)),
+            "{paths:?}"
+        );
     }
 }

@@ -15,12 +15,22 @@ pub fn diff(before: &Value, after: &Value, path: &str, rule: &str, out: &mut Vec
             for (k, va) in a {
                 match b.get(k) {
                     Some(vb) => diff(va, vb, &join(path, k), rule, out),
-                    None => out.push(Change { path: join(path, k), before: Some(va.clone()), after: None, rule: rule.into() }),
+                    None => out.push(Change {
+                        path: join(path, k),
+                        before: Some(va.clone()),
+                        after: None,
+                        rule: rule.into(),
+                    }),
                 }
             }
             for (k, vb) in b {
                 if !a.contains_key(k) {
-                    out.push(Change { path: join(path, k), before: None, after: Some(vb.clone()), rule: rule.into() });
+                    out.push(Change {
+                        path: join(path, k),
+                        before: None,
+                        after: Some(vb.clone()),
+                        rule: rule.into(),
+                    });
                 }
             }
         }
@@ -29,7 +39,12 @@ pub fn diff(before: &Value, after: &Value, path: &str, rule: &str, out: &mut Vec
                 diff(va, vb, &format!("{path}[{i}]"), rule, out);
             }
         }
-        (a, b) if a != b => out.push(Change { path: path.to_string(), before: Some(a.clone()), after: Some(b.clone()), rule: rule.into() }),
+        (a, b) if a != b => out.push(Change {
+            path: path.to_string(),
+            before: Some(a.clone()),
+            after: Some(b.clone()),
+            rule: rule.into(),
+        }),
         _ => {}
     }
 }
@@ -57,7 +72,10 @@ fn reserved(v: &Value) -> Vec<(String, Value)> {
 /// every `ferry.dev/` key of its input.
 pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()> {
     if !after.is_object() {
-        return Err(Refusal::new(Reason::TransformFailed, format!("transform {name} must return an object")));
+        return Err(Refusal::new(
+            Reason::TransformFailed,
+            format!("transform {name} must return an object"),
+        ));
     }
     for (pointer, field) in [
         ("/apiVersion", "apiVersion"),
@@ -70,7 +88,11 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
             let show = |v: Option<&Value>| v.map_or("nothing".to_string(), Value::to_string);
             return Err(Refusal::new(
                 Reason::TransformFailed,
-                format!("transform {name} changed {field} from {} to {} (not allowed)", show(a), show(b)),
+                format!(
+                    "transform {name} changed {field} from {} to {} (not allowed)",
+                    show(a),
+                    show(b)
+                ),
             ));
         }
     }
@@ -84,7 +106,9 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
             .unwrap_or_default();
         return Err(Refusal::new(
             Reason::TransformFailed,
-            format!("transform {name} changed {changed} (ferry.dev/ keys are ferry's, not allowed)"),
+            format!(
+                "transform {name} changed {changed} (ferry.dev/ keys are ferry's, not allowed)"
+            ),
         ));
     }
     Ok(())

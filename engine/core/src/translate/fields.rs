@@ -49,10 +49,22 @@ impl<'a> Fields<'a> {
         changes: Option<&'a mut Vec<Change>>,
         references: Option<&'a mut Vec<Reference>>,
     ) -> Self {
-        Self { policy, names, way, changes, references }
+        Self {
+            policy,
+            names,
+            way,
+            changes,
+            references,
+        }
     }
 
-    fn record(&mut self, path: &Path<'_>, before: Option<Value>, after: Option<Value>, rule: &Annotated) {
+    fn record(
+        &mut self,
+        path: &Path<'_>,
+        before: Option<Value>,
+        after: Option<Value>,
+        rule: &Annotated,
+    ) {
         if let Some(changes) = self.changes.as_deref_mut() {
             changes.push(Change {
                 path: path.to_string(),
@@ -74,7 +86,11 @@ impl<'a> Fields<'a> {
                     self.field(child, map, key, &path.key(key))?;
                 }
                 if let Some(values) = &node.values {
-                    let keys: Vec<String> = map.keys().filter(|k| !node.fields.contains_key(*k)).cloned().collect();
+                    let keys: Vec<String> = map
+                        .keys()
+                        .filter(|k| !node.fields.contains_key(*k))
+                        .cloned()
+                        .collect();
                     for key in keys {
                         self.field(values, map, &key, &path.key(&key))?;
                     }
@@ -97,9 +113,19 @@ impl<'a> Fields<'a> {
     }
 
     /// Applies `node`'s rules to `map[key]`, then descends into it.
-    fn field(&mut self, node: &Node, map: &mut Map<String, Value>, key: &str, path: &Path<'_>) -> Result<()> {
+    fn field(
+        &mut self,
+        node: &Node,
+        map: &mut Map<String, Value>,
+        key: &str,
+        path: &Path<'_>,
+    ) -> Result<()> {
         if self.way == Way::Down {
-            if let Some(rule) = node.rules.iter().find(|a| matches!(a.rule, Rule::Drop | Rule::OwnerSuper)) {
+            if let Some(rule) = node
+                .rules
+                .iter()
+                .find(|a| matches!(a.rule, Rule::Drop | Rule::OwnerSuper))
+            {
                 let removed = map.remove(key);
                 self.record(path, removed, None, rule);
                 return Ok(());
@@ -122,7 +148,13 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    fn rule(&mut self, rule: &Annotated, value: &mut Value, siblings: Option<&mut Map<String, Value>>, path: &Path<'_>) -> Result<()> {
+    fn rule(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        siblings: Option<&mut Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
         match &rule.rule {
             Rule::Namespace => self.namespace(rule, value, path),
             Rule::Selector => self.selector(rule, value, path),
@@ -132,7 +164,12 @@ impl<'a> Fields<'a> {
     }
 
     /// Maps (down) or unmaps (up) one namespace string; `""` and null are left alone.
-    fn map_namespace(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
+    fn map_namespace(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
         let ns = match value {
             Value::Null => return Ok(()),
             Value::String(s) if s.is_empty() => return Ok(()),
@@ -152,7 +189,12 @@ impl<'a> Fields<'a> {
         };
         if let Some(mapped) = mapped {
             if mapped != ns {
-                self.record(path, Some(Value::String(ns)), Some(Value::String(mapped.clone())), rule);
+                self.record(
+                    path,
+                    Some(Value::String(ns)),
+                    Some(Value::String(mapped.clone())),
+                    rule,
+                );
                 *value = Value::String(mapped);
             }
         }
@@ -179,15 +221,22 @@ impl<'a> Fields<'a> {
         let label_path = match_labels.key(LABEL_TENANT);
         match self.way {
             Way::Down => {
-                let labels = selector.entry("matchLabels").or_insert_with(|| Value::Object(Map::new()));
+                let labels = selector
+                    .entry("matchLabels")
+                    .or_insert_with(|| Value::Object(Map::new()));
                 let Value::Object(labels) = labels else {
-                    return Err(Refusal::new(Reason::Invalid, format!("{path}.matchLabels: expected an object")));
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!("{path}.matchLabels: expected an object"),
+                    ));
                 };
                 let before = labels.insert(LABEL_TENANT.into(), Value::String(tenant.clone()));
                 self.record(&label_path, before, Some(Value::String(tenant)), rule);
             }
             Way::Up => {
-                let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else { return Ok(()) };
+                let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else {
+                    return Ok(());
+                };
                 if labels.get(LABEL_TENANT).and_then(Value::as_str) == Some(tenant.as_str()) {
                     let before = labels.remove(LABEL_TENANT);
                     if labels.is_empty() {
@@ -216,7 +265,9 @@ impl<'a> Fields<'a> {
                 let name = name.clone();
                 let parent = path.parent();
                 let renamed = self.decide(annotated, rule, &name, path, siblings.as_deref())?;
-                let Some(decision) = renamed else { return Ok(()) };
+                let Some(decision) = renamed else {
+                    return Ok(());
+                };
                 if let Some(new_name) = decision.renamed {
                     *value = Value::String(new_name);
                 }
@@ -228,9 +279,15 @@ impl<'a> Fields<'a> {
                 Ok(())
             }
             Value::Object(fields) => {
-                let name = fields.get(&rule.name_field).and_then(Value::as_str).unwrap_or("").to_string();
+                let name = fields
+                    .get(&rule.name_field)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 let name_path = path.key(&rule.name_field);
-                let Some(decision) = self.decide(annotated, rule, &name, &name_path, Some(fields))? else {
+                let Some(decision) =
+                    self.decide(annotated, rule, &name, &name_path, Some(fields))?
+                else {
                     return Ok(());
                 };
                 if let Some(new_name) = decision.renamed {
@@ -249,9 +306,19 @@ impl<'a> Fields<'a> {
     }
 
     /// Maps or unmaps the namespace field of a reference, found in `fields`.
-    fn reference_namespace(&mut self, annotated: &Annotated, rule: &RefRule, fields: &mut Map<String, Value>, parent: &Path<'_>) -> Result<()> {
-        let Some(key) = &rule.namespace_field else { return Ok(()) };
-        let Some(ns) = fields.get_mut(key) else { return Ok(()) };
+    fn reference_namespace(
+        &mut self,
+        annotated: &Annotated,
+        rule: &RefRule,
+        fields: &mut Map<String, Value>,
+        parent: &Path<'_>,
+    ) -> Result<()> {
+        let Some(key) = &rule.namespace_field else {
+            return Ok(());
+        };
+        let Some(ns) = fields.get_mut(key) else {
+            return Ok(());
+        };
         self.map_namespace(annotated, ns, &parent.key(key))
     }
 
@@ -271,9 +338,18 @@ impl<'a> Fields<'a> {
         }
         let read = |key: &Option<String>| -> Option<String> {
             let key = key.as_ref()?;
-            fields?.get(key)?.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+            fields?
+                .get(key)?
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
         };
-        let target = self.target(rule, read(&rule.api_version_field), read(&rule.kind_field), name_path)?;
+        let target = self.target(
+            rule,
+            read(&rule.api_version_field),
+            read(&rule.kind_field),
+            name_path,
+        )?;
         if self.way == Way::Down {
             if let Some(references) = self.references.as_deref_mut() {
                 references.push(Reference {
@@ -295,7 +371,11 @@ impl<'a> Fields<'a> {
             None if rule.passthrough => (false, true),
             None if self.way == Way::Up => (false, false),
             None => {
-                let shown = if target.group.is_empty() { target.kind.clone() } else { format!("{}.{}", target.kind, target.group) };
+                let shown = if target.group.is_empty() {
+                    target.kind.clone()
+                } else {
+                    format!("{}.{}", target.kind, target.group)
+                };
                 return Err(Refusal::new(
                     Reason::UnapprovedReference,
                     format!(
@@ -312,16 +392,30 @@ impl<'a> Fields<'a> {
                 Way::Up => self.names.to_tenant(name),
             };
             if let Some(new_name) = new_name.filter(|n| n != name) {
-                self.record(name_path, Some(Value::String(name.to_string())), Some(Value::String(new_name.clone())), annotated);
+                self.record(
+                    name_path,
+                    Some(Value::String(name.to_string())),
+                    Some(Value::String(new_name.clone())),
+                    annotated,
+                );
                 renamed = Some(new_name);
             }
         }
-        Ok(Some(Decision { renamed, map_namespace }))
+        Ok(Some(Decision {
+            renamed,
+            map_namespace,
+        }))
     }
 
     /// The group and kind a reference points at: the fields first, the annotation's fixed
     /// keys when the fields are empty.
-    fn target(&self, rule: &RefRule, api_field: Option<String>, kind_field: Option<String>, path: &Path<'_>) -> Result<Target> {
+    fn target(
+        &self,
+        rule: &RefRule,
+        api_field: Option<String>,
+        kind_field: Option<String>,
+        path: &Path<'_>,
+    ) -> Result<Target> {
         let kind = kind_field.or_else(|| rule.kind.clone()).ok_or_else(|| {
             Refusal::new(
                 Reason::UnapprovedReference,
@@ -331,8 +425,13 @@ impl<'a> Fields<'a> {
                 ),
             )
         })?;
-        let api = api_field.or_else(|| rule.api_version.clone()).unwrap_or_default();
-        Ok(Target { group: group_of(&api).to_string(), kind })
+        let api = api_field
+            .or_else(|| rule.api_version.clone())
+            .unwrap_or_default();
+        Ok(Target {
+            group: group_of(&api).to_string(),
+            kind,
+        })
     }
 }
 
@@ -342,7 +441,9 @@ pub fn group_of(api: &str) -> &str {
     if let Some((group, _)) = api.split_once('/') {
         return group;
     }
-    let looks_like_version = api.starts_with('v') && api[1..].starts_with(|c: char| c.is_ascii_digit()) && !api.contains('.');
+    let looks_like_version = api.starts_with('v')
+        && api[1..].starts_with(|c: char| c.is_ascii_digit())
+        && !api.contains('.');
     if looks_like_version {
         ""
     } else {

@@ -37,7 +37,12 @@ fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
 macro_rules! record {
     ($changes:expr, $path:expr, $before:expr, $after:expr, $rule:expr) => {
         if let Some(changes) = $changes.as_deref_mut() {
-            changes.push(Change { path: String::from($path), before: $before, after: $after, rule: $rule.to_string() });
+            changes.push(Change {
+                path: String::from($path),
+                before: $before,
+                after: $after,
+                rule: $rule.to_string(),
+            });
         }
     };
 }
@@ -53,7 +58,9 @@ fn copy_user_keys(
     field: &str,
     changes: &mut Option<&mut Vec<Change>>,
 ) -> Map<String, Value> {
-    let Some(Value::Object(from)) = from else { return Map::new() };
+    let Some(Value::Object(from)) = from else {
+        return Map::new();
+    };
     let mut out = Map::with_capacity(from.len() + 3);
     for (k, v) in from {
         if k.starts_with(RESERVED_PREFIX) {
@@ -69,8 +76,21 @@ fn copy_user_keys(
     out
 }
 
-fn insert(map: &mut Map<String, Value>, field: &str, key: &str, value: String, changes: &mut Option<&mut Vec<Change>>, rule: &str) {
-    record!(changes, join(&format!("metadata.{field}"), key), None, Some(Value::String(value.clone())), rule);
+fn insert(
+    map: &mut Map<String, Value>,
+    field: &str,
+    key: &str,
+    value: String,
+    changes: &mut Option<&mut Vec<Change>>,
+    rule: &str,
+) {
+    record!(
+        changes,
+        join(&format!("metadata.{field}"), key),
+        None,
+        Some(Value::String(value.clone())),
+        rule
+    );
     map.insert(key.to_string(), Value::String(value));
 }
 
@@ -83,7 +103,12 @@ pub fn down(
 ) -> Result<()> {
     let mut meta = match obj.get_mut("metadata") {
         Some(Value::Object(m)) => std::mem::take(m),
-        _ => return Err(Refusal::new(Reason::Invalid, "metadata: expected an object with a name")),
+        _ => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                "metadata: expected an object with a name",
+            ))
+        }
     };
     let Some(name) = text(&meta, "name").map(str::to_string) else {
         return Err(Refusal::new(
@@ -99,51 +124,106 @@ pub fn down(
         Scope::Cluster => names.to_super(name),
     };
     if super_name != name {
-        record!(changes, "metadata.name", Some(name.into()), Some(super_name.clone().into()),
-            "naming: cluster-scoped tenant objects are renamed map(tenant, name)");
+        record!(
+            changes,
+            "metadata.name",
+            Some(name.into()),
+            Some(super_name.clone().into()),
+            "naming: cluster-scoped tenant objects are renamed map(tenant, name)"
+        );
     }
     out.insert("name".into(), Value::String(super_name));
     let namespace = match resource.scope {
         Scope::Namespaced => {
-            let ns = text(&meta, "namespace").unwrap_or(DEFAULT_NAMESPACE).to_string();
+            let ns = text(&meta, "namespace")
+                .unwrap_or(DEFAULT_NAMESPACE)
+                .to_string();
             let super_ns = names.to_super(&ns);
-            record!(changes, "metadata.namespace",
-                meta.get("namespace").cloned(), Some(super_ns.clone().into()),
-                "naming: super namespace map(tenant, namespace)");
+            record!(
+                changes,
+                "metadata.namespace",
+                meta.get("namespace").cloned(),
+                Some(super_ns.clone().into()),
+                "naming: super namespace map(tenant, namespace)"
+            );
             out.insert("namespace".into(), Value::String(super_ns));
             Some(ns)
         }
         Scope::Cluster => {
             if let Some(ns) = meta.get("namespace") {
-                record!(changes, "metadata.namespace", Some(ns.clone()), None,
-                    "naming: cluster-scoped objects have no namespace");
+                record!(
+                    changes,
+                    "metadata.namespace",
+                    Some(ns.clone()),
+                    None,
+                    "naming: cluster-scoped objects have no namespace"
+                );
             }
             None
         }
     };
     let mut labels = copy_user_keys(meta.remove("labels"), "labels", &mut changes);
-    insert(&mut labels, "labels", LABEL_TENANT, tenant.to_string(), &mut changes, "metadata: ownership label");
+    insert(
+        &mut labels,
+        "labels",
+        LABEL_TENANT,
+        tenant.to_string(),
+        &mut changes,
+        "metadata: ownership label",
+    );
     out.insert("labels".into(), Value::Object(labels));
     let mut annotations = copy_user_keys(meta.remove("annotations"), "annotations", &mut changes);
     if let Some(ns) = namespace {
-        insert(&mut annotations, "annotations", ANN_TENANT_NAMESPACE, ns, &mut changes, "metadata: ownership annotation");
+        insert(
+            &mut annotations,
+            "annotations",
+            ANN_TENANT_NAMESPACE,
+            ns,
+            &mut changes,
+            "metadata: ownership annotation",
+        );
     }
-    insert(&mut annotations, "annotations", ANN_TENANT_NAME, name.to_string(), &mut changes, "metadata: ownership annotation");
+    insert(
+        &mut annotations,
+        "annotations",
+        ANN_TENANT_NAME,
+        name.to_string(),
+        &mut changes,
+        "metadata: ownership annotation",
+    );
     if let Some(uid) = text(&meta, "uid") {
-        insert(&mut annotations, "annotations", ANN_TENANT_UID, uid.to_string(), &mut changes, "metadata: ownership annotation");
+        insert(
+            &mut annotations,
+            "annotations",
+            ANN_TENANT_UID,
+            uid.to_string(),
+            &mut changes,
+            "metadata: ownership annotation",
+        );
     }
     out.insert("annotations".into(), Value::Object(annotations));
     for (k, v) in meta {
         if !matches!(k.as_str(), "name" | "namespace") {
-            record!(changes, format!("metadata.{k}"), Some(v), None,
-                "metadata: set by each API server, never copied");
+            record!(
+                changes,
+                format!("metadata.{k}"),
+                Some(v),
+                None,
+                "metadata: set by each API server, never copied"
+            );
         }
     }
     if let Some(slot) = obj.get_mut("metadata") {
         *slot = Value::Object(out);
     }
     if let Some(status) = obj.remove("status") {
-        record!(changes, "status", Some(status), None, "metadata: status never goes down");
+        record!(
+            changes,
+            "status",
+            Some(status),
+            None,
+            "metadata: status never goes down"
+        );
     }
     Ok(())
 }
@@ -159,14 +239,21 @@ pub fn up(
 ) -> Result<Value> {
     let tenant = names.tenant().as_str().to_string();
     let empty = Map::new();
-    let meta = obj.get("metadata").and_then(Value::as_object).unwrap_or(&empty);
+    let meta = obj
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     let owner = labels(obj).get(LABEL_TENANT).cloned();
     if owner.as_deref() != Some(tenant.as_str()) {
         return Err(Refusal::new(
             Reason::SyncConflict,
             match owner {
-                Some(other) => format!("the super object belongs to tenant {other:?}, not {tenant:?}"),
-                None => format!("the super object has no {LABEL_TENANT} label: ferry does not own it"),
+                Some(other) => {
+                    format!("the super object belongs to tenant {other:?}, not {tenant:?}")
+                }
+                None => {
+                    format!("the super object has no {LABEL_TENANT} label: ferry does not own it")
+                }
             },
         ));
     }
@@ -176,16 +263,30 @@ pub fn up(
         (Scope::Namespaced, _) => super_name.to_string(),
         (Scope::Cluster, Some(n)) if names.to_super(n) == super_name => n.clone(),
         (Scope::Cluster, _) => names.to_tenant(super_name).ok_or_else(|| {
-            Refusal::new(Reason::SyncConflict, format!("super name {super_name:?} is not a name of tenant {tenant:?}"))
+            Refusal::new(
+                Reason::SyncConflict,
+                format!("super name {super_name:?} is not a name of tenant {tenant:?}"),
+            )
         })?,
     };
     let mut out = Map::new();
-    out.insert("apiVersion".into(), obj.get("apiVersion").cloned().unwrap_or(Value::Null));
-    out.insert("kind".into(), obj.get("kind").cloned().unwrap_or(Value::Null));
+    out.insert(
+        "apiVersion".into(),
+        obj.get("apiVersion").cloned().unwrap_or(Value::Null),
+    );
+    out.insert(
+        "kind".into(),
+        obj.get("kind").cloned().unwrap_or(Value::Null),
+    );
     let mut tenant_meta = Map::new();
     if name != super_name {
-        record!(changes, "metadata.name", Some(super_name.into()), Some(name.clone().into()),
-            "naming: the tenant name of a renamed cluster-scoped object");
+        record!(
+            changes,
+            "metadata.name",
+            Some(super_name.into()),
+            Some(name.clone().into()),
+            "naming: the tenant name of a renamed cluster-scoped object"
+        );
     }
     tenant_meta.insert("name".into(), Value::String(name));
     if resource.scope == Scope::Namespaced {
@@ -203,8 +304,13 @@ pub fn up(
             })?,
         };
         names.learn(&ns);
-        record!(changes, "metadata.namespace", Some(super_ns.into()), Some(ns.clone().into()),
-            "naming: the tenant namespace of the super namespace");
+        record!(
+            changes,
+            "metadata.namespace",
+            Some(super_ns.into()),
+            Some(ns.clone().into()),
+            "naming: the tenant namespace of the super namespace"
+        );
         tenant_meta.insert("namespace".into(), Value::String(ns));
     }
     out.insert("metadata".into(), Value::Object(tenant_meta));
@@ -230,7 +336,13 @@ fn copy_owned(
             if path.is_empty() && key == "status" {
                 continue;
             }
-            record!(changes, child_path, None, Some(value.clone()), "x-ferry-owner: super (flows up like status)");
+            record!(
+                changes,
+                child_path,
+                None,
+                Some(value.clone()),
+                "x-ferry-owner: super (flows up like status)"
+            );
             to.insert(key.clone(), value.clone());
         } else if let Value::Object(inner) = value {
             let mut sub = match to.remove(key) {
@@ -246,10 +358,16 @@ fn copy_owned(
 }
 
 /// The read-only tenant copy of a public super object.
-pub fn from_super(obj: &Map<String, Value>, mut changes: Option<&mut Vec<Change>>) -> Map<String, Value> {
+pub fn from_super(
+    obj: &Map<String, Value>,
+    mut changes: Option<&mut Vec<Change>>,
+) -> Map<String, Value> {
     let mut out = obj.clone();
     let empty = Map::new();
-    let meta = obj.get("metadata").and_then(Value::as_object).unwrap_or(&empty);
+    let meta = obj
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     let mut tenant_meta = Map::new();
     for key in ["name", "namespace"] {
         if let Some(v) = meta.get(key) {
@@ -257,18 +375,42 @@ pub fn from_super(obj: &Map<String, Value>, mut changes: Option<&mut Vec<Change>
         }
     }
     let mut labels = copy_user_keys(meta.get("labels").cloned(), "labels", &mut changes);
-    insert(&mut labels, "labels", LABEL_FROM_SUPER, "true".into(), &mut changes, "metadata: marks a read-only copy from the super cluster");
+    insert(
+        &mut labels,
+        "labels",
+        LABEL_FROM_SUPER,
+        "true".into(),
+        &mut changes,
+        "metadata: marks a read-only copy from the super cluster",
+    );
     tenant_meta.insert("labels".into(), Value::Object(labels));
-    let mut annotations = copy_user_keys(meta.get("annotations").cloned(), "annotations", &mut changes);
+    let mut annotations = copy_user_keys(
+        meta.get("annotations").cloned(),
+        "annotations",
+        &mut changes,
+    );
     if let Some(uid) = text(meta, "uid") {
-        insert(&mut annotations, "annotations", ANN_SUPER_UID, uid.to_string(), &mut changes, "metadata: the super object this copy follows");
+        insert(
+            &mut annotations,
+            "annotations",
+            ANN_SUPER_UID,
+            uid.to_string(),
+            &mut changes,
+            "metadata: the super object this copy follows",
+        );
     }
     if !annotations.is_empty() {
         tenant_meta.insert("annotations".into(), Value::Object(annotations));
     }
     for (k, v) in meta {
         if !matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations") {
-            record!(changes, format!("metadata.{k}"), Some(v.clone()), None, "metadata: set by each API server, never copied");
+            record!(
+                changes,
+                format!("metadata.{k}"),
+                Some(v.clone()),
+                None,
+                "metadata: set by each API server, never copied"
+            );
         }
     }
     out.insert("metadata".into(), Value::Object(tenant_meta));

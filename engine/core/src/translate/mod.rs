@@ -118,7 +118,10 @@ impl fmt::Display for Change {
         let show = |v: &Value| {
             let s = v.to_string();
             if s.len() > 100 {
-                format!("{}…", &s[..s.char_indices().nth(97).map_or(s.len(), |(i, _)| i)])
+                format!(
+                    "{}…",
+                    &s[..s.char_indices().nth(97).map_or(s.len(), |(i, _)| i)]
+                )
             } else {
                 s
             }
@@ -210,7 +213,10 @@ impl<'a> Translator<'a> {
     /// Translates a tenant object into the object ferry would apply in the super cluster.
     pub fn to_super(&self, object: Value, names: &NameMap, explain: bool) -> Result<Translated> {
         let Value::Object(mut out) = object else {
-            return Err(Refusal::new(Reason::Invalid, "the document is not an object"));
+            return Err(Refusal::new(
+                Reason::Invalid,
+                "the document is not an object",
+            ));
         };
         let resource = self.resource(&out)?;
         if resource.direction == Direction::FromSuper {
@@ -226,7 +232,10 @@ impl<'a> Translator<'a> {
             if !selector.matches(&metadata::labels(&out)) {
                 return Err(Refusal::new(
                     Reason::NotSelected,
-                    format!("the object's labels do not match the selector of {} ({})", resource.group_kind, resource.at),
+                    format!(
+                        "the object's labels do not match the selector of {} ({})",
+                        resource.group_kind, resource.at
+                    ),
                 ));
             }
         }
@@ -234,13 +243,29 @@ impl<'a> Translator<'a> {
         metadata::down(&mut out, resource, names, explain.then_some(&mut changes))?;
         let mut references = Vec::new();
         let mut object = Value::Object(out);
-        fields::Fields::new(self.policy, names, fields::Way::Down, explain.then_some(&mut changes), Some(&mut references))
-            .apply(&resource.plan.root, &mut object, &Path::Root)?;
+        fields::Fields::new(
+            self.policy,
+            names,
+            fields::Way::Down,
+            explain.then_some(&mut changes),
+            Some(&mut references),
+        )
+        .apply(&resource.plan.root, &mut object, &Path::Root)?;
         for script in &resource.transforms {
-            object = self.run(script, Hook::ToSuper, object, names, explain.then_some(&mut changes))?;
+            object = self.run(
+                script,
+                Hook::ToSuper,
+                object,
+                names,
+                explain.then_some(&mut changes),
+            )?;
         }
         diff::check_namespaces(&resource.plan.root, &object, names)?;
-        Ok(Translated { object, changes, references })
+        Ok(Translated {
+            object,
+            changes,
+            references,
+        })
     }
 
     /// Translates a super object into what ferry would write back into the tenant: for a
@@ -248,7 +273,10 @@ impl<'a> Translator<'a> {
     /// fromSuper kind the read-only copy.
     pub fn to_tenant(&self, object: &Value, names: &NameMap, explain: bool) -> Result<Translated> {
         let Value::Object(input) = object else {
-            return Err(Refusal::new(Reason::Invalid, "the document is not an object"));
+            return Err(Refusal::new(
+                Reason::Invalid,
+                "the document is not an object",
+            ));
         };
         let resource = self.resource(input)?;
         let mut names = names.clone();
@@ -270,16 +298,33 @@ impl<'a> Translator<'a> {
                 Value::Object(metadata::from_super(input, explain.then_some(&mut changes)))
             }
             Direction::ToSuper => {
-                let mut fragment = metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?;
-                fields::Fields::new(self.policy, &names, fields::Way::Up, explain.then_some(&mut changes), None)
-                    .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
+                let mut fragment =
+                    metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?;
+                fields::Fields::new(
+                    self.policy,
+                    &names,
+                    fields::Way::Up,
+                    explain.then_some(&mut changes),
+                    None,
+                )
+                .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
                 fragment
             }
         };
         for script in &resource.transforms {
-            object = self.run(script, Hook::ToTenant, object, &names, explain.then_some(&mut changes))?;
+            object = self.run(
+                script,
+                Hook::ToTenant,
+                object,
+                &names,
+                explain.then_some(&mut changes),
+            )?;
         }
-        Ok(Translated { object, changes, references: Vec::new() })
+        Ok(Translated {
+            object,
+            changes,
+            references: Vec::new(),
+        })
     }
 
     /// Runs one transform hook and checks that it kept what it must keep.
@@ -294,7 +339,10 @@ impl<'a> Translator<'a> {
         let Some(sandbox) = self.sandbox else {
             return Err(Refusal::new(
                 Reason::TransformFailed,
-                format!("transform {} needs the sandbox, which is not running", script.name),
+                format!(
+                    "transform {} needs the sandbox, which is not running",
+                    script.name
+                ),
             ));
         };
         let ctx = CallContext {
@@ -308,14 +356,24 @@ impl<'a> Translator<'a> {
             Ok(None) => {
                 return Err(Refusal::new(
                     Reason::TransformFailed,
-                    format!("transform {} ({}) does not define {}", script.name, script.file, hook.function()),
+                    format!(
+                        "transform {} ({}) does not define {}",
+                        script.name,
+                        script.file,
+                        hook.function()
+                    ),
                 ))
             }
             Err(e) => return Err(Refusal::new(Reason::TransformFailed, e.to_string())),
         };
         diff::check_invariants(&script.name, &object, &out)?;
         if let Some(changes) = changes {
-            let rule = format!("transform {} {} ({})", script.name, hook.function(), script.file);
+            let rule = format!(
+                "transform {} {} ({})",
+                script.name,
+                hook.function(),
+                script.file
+            );
             diff(&object, &out, "", &rule, changes);
         }
         Ok(out)
@@ -324,7 +382,10 @@ impl<'a> Translator<'a> {
 
 /// Joins a field path and a key the way `--explain` prints them.
 pub(crate) fn join(path: &str, key: &str) -> String {
-    let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     match (path.is_empty(), plain) {
         (true, true) => key.to_string(),
         (false, true) => format!("{path}.{key}"),

@@ -41,7 +41,10 @@ impl fmt::Display for Path<'_> {
             Path::Root => Ok(()),
             Path::Key(parent, key) => {
                 parent.fmt(f)?;
-                let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                let plain = !key.is_empty()
+                    && key
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
                 match (matches!(parent, Path::Root), plain) {
                     (true, true) => f.write_str(key),
                     (false, true) => write!(f, ".{key}"),

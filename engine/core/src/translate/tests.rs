@@ -15,7 +15,13 @@ fn policy() -> Policy {
     crate::policy::load(&dir).expect("the example policies load")
 }
 
-fn database(namespaces: &[String], restore_ns: &str, class: &str, labels: &[(String, String)], primary: &str) -> Value {
+fn database(
+    namespaces: &[String],
+    restore_ns: &str,
+    class: &str,
+    labels: &[(String, String)],
+    primary: &str,
+) -> Value {
     let mut spec = json!({
         "engine": "postgres",
         "allowedNamespaces": namespaces,
@@ -25,7 +31,10 @@ fn database(namespaces: &[String], restore_ns: &str, class: &str, labels: &[(Str
         "replicaSelector": {},
     });
     if !labels.is_empty() {
-        let m: serde_json::Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+        let m: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
         spec["replicaSelector"]["matchLabels"] = Value::Object(m);
     }
     json!({
@@ -80,7 +89,18 @@ fn a_tenant_cannot_select_another_tenants_objects() {
     let policy = policy();
     let resource = policy.resource("example.com", "Database").unwrap();
     let names = NameMap::new(Tenant::new("team-a").unwrap());
-    let mut object = database(&[], "prod", "gold", &[("ferry.dev/tenant".into(), "team-b".into())], "prod");
-    Fields::new(&policy, &names, Way::Down, None, None).apply(&resource.plan.root, &mut object, &super::Path::Root).unwrap();
-    assert_eq!(object["spec"]["replicaSelector"]["matchLabels"]["ferry.dev/tenant"], json!("team-a"));
+    let mut object = database(
+        &[],
+        "prod",
+        "gold",
+        &[("ferry.dev/tenant".into(), "team-b".into())],
+        "prod",
+    );
+    Fields::new(&policy, &names, Way::Down, None, None)
+        .apply(&resource.plan.root, &mut object, &super::Path::Root)
+        .unwrap();
+    assert_eq!(
+        object["spec"]["replicaSelector"]["matchLabels"]["ferry.dev/tenant"],
+        json!("team-a")
+    );
 }
