@@ -45,6 +45,9 @@ enum Command {
         /// A policy file, or a directory of them.
         #[arg(long)]
         policy: PathBuf,
+        /// Also check that every annotated field exists in the CRDs installed in this cluster.
+        #[arg(long, value_name = "KUBECONFIG")]
+        against: Option<PathBuf>,
     },
     /// Policy maintenance.
     Policy {
@@ -116,7 +119,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Translate(args) => translate::run(args),
-        Command::Check { policy } => check(&policy),
+        Command::Check { policy, against } => check(&policy, against.as_deref()),
         Command::Policy {
             command: PolicyCommand::Pin { policy },
         } => pin(&policy),
@@ -134,7 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn check(policy_path: &std::path::Path) -> anyhow::Result<u8> {
+fn check(policy_path: &std::path::Path, against: Option<&std::path::Path>) -> anyhow::Result<u8> {
     let policy = match ferry_core::policy::load(policy_path) {
         Ok(p) => p,
         Err(e) => {
@@ -145,6 +148,34 @@ fn check(policy_path: &std::path::Path) -> anyhow::Result<u8> {
     let warnings = ferry_core::check::warnings(&policy);
     for w in &warnings {
         eprintln!("warning: {}: {}", w.at, w.message);
+    }
+    if let Some(kubeconfig) = against {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mismatches = runtime.block_on(async {
+            let client = ferry_sync::against::connect(kubeconfig).await?;
+            ferry_sync::against::check(&policy, client).await
+        });
+        match mismatches {
+            Ok(m) if m.is_empty() => {
+                println!(
+                    "{}: every annotated field exists in the cluster's CRDs",
+                    kubeconfig.display()
+                );
+            }
+            Ok(m) => {
+                for mismatch in &m {
+                    eprintln!("error: {}: {}", mismatch.at, mismatch.message);
+                }
+                eprintln!("{} mismatch(es) against {}", m.len(), kubeconfig.display());
+                return Ok(1);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(1);
+            }
+        }
     }
     println!(
         "{}: {} kind(s), {} transform(s), {} warning(s)",

@@ -12,7 +12,6 @@
 //! is killed by the engine when its deadline passes.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -34,6 +33,9 @@ const INTERPRETER_ALLOWANCE: u64 = 64 << 20;
 /// A worker whose address space grew this much beyond its start is replaced after the call,
 /// so that memory retained by earlier calls cannot ratchet the limit up.
 const RECYCLE_GROWTH: u64 = 512 << 20;
+
+/// Compiled transforms a worker keeps.
+const MODULE_CACHE: u64 = 256;
 
 /// How often (in statements) the clock and the heap are read.
 const CHECK_EVERY: u64 = 32;
@@ -192,7 +194,8 @@ impl<R: io::Read + std::os::fd::AsFd> io::Read for SpinRead<R> {
 struct Worker {
     globals: Globals,
     prelude: FrozenModule,
-    modules: HashMap<String, FrozenModule>,
+    /// Frozen modules by the sha256 of their source.
+    modules: moka::sync::Cache<String, FrozenModule>,
     start_vm: u64,
     limit_set_for: Option<u64>,
     calls_since_limit: u32,
@@ -252,7 +255,7 @@ impl Worker {
         Ok(Self {
             globals: script_globals(),
             prelude,
-            modules: HashMap::new(),
+            modules: moka::sync::Cache::new(MODULE_CACHE),
             start_vm: vm_size().unwrap_or(0),
             limit_set_for: None,
             calls_since_limit: 0,
@@ -292,19 +295,17 @@ impl Worker {
                 message,
             })
         };
-        if !self.modules.contains_key(&request.digest) {
-            if request.source.is_empty() {
-                return Err(Response::NeedSource);
-            }
-            match compile(&request.file, &request.source, &self.globals, guard()) {
+        let module = match self.modules.get(&request.digest) {
+            Some(module) => module,
+            // Evicted, or never sent: the engine resends the script.
+            None if request.source.is_empty() => return Err(Response::NeedSource),
+            None => match compile(&request.file, &request.source, &self.globals, guard()) {
                 Ok(module) => {
-                    self.modules.insert(request.digest.clone(), module);
+                    self.modules.insert(request.digest.clone(), module.clone());
+                    module
                 }
                 Err(message) => return failed(message),
-            }
-        }
-        let Some(module) = self.modules.get(&request.digest) else {
-            return failed("compiled module vanished from the cache".into());
+            },
         };
         let function = match module.get_option(request.hook.function()) {
             Ok(Some(f)) => f,

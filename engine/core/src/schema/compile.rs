@@ -88,6 +88,7 @@ struct Compiler<'a> {
     src: &'a Source<'a>,
     ref_stack: Vec<String>,
     known_paths: Vec<String>,
+    open_paths: Vec<String>,
     suspicious: Vec<(String, Location)>,
 }
 
@@ -97,6 +98,7 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         src,
         ref_stack: Vec::new(),
         known_paths: Vec::new(),
+        open_paths: Vec::new(),
         suspicious: Vec::new(),
     };
     let root = compiler.schema(schema, yaml_path, "", 0)?;
@@ -104,6 +106,7 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         file: src.file.display().to_string(),
         root,
         known_paths: compiler.known_paths,
+        open_paths: compiler.open_paths,
         suspicious: compiler.suspicious,
     })
 }
@@ -186,6 +189,14 @@ impl Compiler<'_> {
         let mut node = Node::default();
         let shape = shape_of(schema);
         self.rules(schema, shape, yaml_path, field, &mut node)?;
+        if schema
+            .schema_data
+            .extensions
+            .get("x-kubernetes-preserve-unknown-fields")
+            == Some(&Value::Bool(true))
+        {
+            self.open_paths.push(field.to_string());
+        }
 
         let mut properties = None;
         let mut additional = None;
@@ -228,6 +239,7 @@ impl Compiler<'_> {
             }
         }
         if let Some(AdditionalProperties::Schema(s)) = additional {
+            self.known_paths.push(join(field, "*"));
             let child_yaml = format!("{yaml_path}.additionalProperties");
             let child = self.reference(s.as_ref(), &child_yaml, &join(field, "*"), depth + 1)?;
             self.no_removal_below(&child, &child_yaml, &join(field, "*"), "a map's values")?;
@@ -238,6 +250,7 @@ impl Compiler<'_> {
         if let Some(item) = items {
             let child_yaml = format!("{yaml_path}.items");
             let child_field = format!("{field}[*]");
+            self.known_paths.push(child_field.clone());
             let child = self.reference(item, &child_yaml, &child_field, depth + 1)?;
             self.no_removal_below(&child, &child_yaml, &child_field, "an array's items")?;
             if !child.is_empty() {

@@ -73,6 +73,20 @@ impl PlanCache {
     }
 }
 
+/// Compiles the plan of a schema given as JSON (an `openAPIV3Schema` read from a live CRD);
+/// `label` names it in messages.
+pub fn plan_from_json(label: &str, schema: &Value) -> Result<Plan> {
+    let file = Path::new(label);
+    let positions = Positions::default();
+    let parsed = parse_schema(schema, &positions, "openAPIV3Schema")?;
+    let src = Source {
+        file,
+        positions: &positions,
+        components: None,
+    };
+    compile(&parsed, "openAPIV3Schema", &src)
+}
+
 /// Reads `file` and compiles the plan of `api_version`/`kind`.
 pub fn load_plan(file: &Path, api_version: &str, kind: &str) -> Result<Plan> {
     let text = std::fs::read_to_string(file).map_err(|e| Error::Read {

@@ -213,13 +213,29 @@ pub struct Plan {
     pub file: String,
     /// The object's root.
     pub root: Node,
-    /// Fields the schema knows, as paths, for `ferry check --against` and lints.
+    /// Fields the schema knows, as paths (`spec.hosts[*]`, `spec.labels.*`), for
+    /// `ferry check --against`.
     pub known_paths: Vec<String>,
+    /// Fields with `x-kubernetes-preserve-unknown-fields: true`: anything below them exists.
+    pub open_paths: Vec<String>,
     /// Unannotated string fields whose names suggest a namespace or a reference.
     pub suspicious: Vec<(String, Location)>,
 }
 
 impl Plan {
+    /// Whether `path` is a field of this schema: declared, or below a field that preserves
+    /// unknown fields.
+    pub fn knows(&self, path: &str) -> bool {
+        path.is_empty()
+            || self.known_paths.iter().any(|p| p == path)
+            || self.open_paths.iter().any(|open| {
+                open.is_empty()
+                    || path
+                        .strip_prefix(open.as_str())
+                        .is_some_and(|rest| rest.starts_with(['.', '[']))
+            })
+    }
+
     /// Every rule with its field path.
     pub fn rules(&self) -> Vec<(String, &Annotated)> {
         let mut out = Vec::new();
