@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use ferry_core::locate::{yaml_message, Location};
 use serde_json::Value;
 
 /// One input document and how to name it in messages.
@@ -52,14 +53,8 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
             }
             Ok(value) => push(&mut out, name, value),
             Err(e) => {
-                let at = e
-                    .location()
-                    .map(|l| format!("{name}:{}:{}", l.line() + line_offset, l.column()))
-                    .unwrap_or_else(|| name.to_string());
-                bail!(
-                    "{at}: {}",
-                    ferry_core::schema::load::strip_location(&e.to_string())
-                );
+                let at = Location::of_yaml_error(Path::new(name), &e, line_offset);
+                bail!("{at}: {}", yaml_message(&e));
             }
         }
         line_offset += chunk.lines().count() + 1;

@@ -120,7 +120,14 @@ fn native_operation_is_killed_at_the_deadline() {
 #[test]
 fn gigabyte_list_is_stopped_by_the_process_memory_limit() {
     let src = "def to_super(obj, ctx):\n    obj['data']['x'] = [0] * 2000000000\n    return obj\n";
-    let msg = expect_limit(src, Limits::default(), "memory");
+    let msg = expect_limit(
+        src,
+        Limits {
+            timeout_ms: 10_000,
+            ..Limits::default()
+        },
+        "memory",
+    );
     assert!(msg.contains("memory limit"), "{msg}");
 }
 
@@ -153,7 +160,14 @@ fn growing_heap_stops_at_max_heap_bytes() {
 fn huge_output_is_refused() {
     let src =
         "def to_super(obj, ctx):\n    obj['data']['x'] = 'z' * (3 * 1024 * 1024)\n    return obj\n";
-    let msg = expect_limit(src, Limits::default(), "output");
+    let msg = expect_limit(
+        src,
+        Limits {
+            timeout_ms: 10_000,
+            ..Limits::default()
+        },
+        "output",
+    );
     assert!(msg.contains("bytes of JSON"), "{msg}");
 }
 

@@ -33,6 +33,32 @@ impl Location {
     }
 }
 
+impl Location {
+    /// Where a serde_yaml error happened in `file`, whose text started `line_offset` lines
+    /// into the file.
+    pub fn of_yaml_error(file: &Path, e: &serde_yaml::Error, line_offset: usize) -> Self {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        Self {
+            file: file.to_path_buf(),
+            line: if line == 0 { 0 } else { line + line_offset },
+            column,
+        }
+    }
+}
+
+/// A serde_yaml error's message without its trailing " at line L column C" (ferry prints the
+/// location first instead).
+pub fn yaml_message(e: &serde_yaml::Error) -> String {
+    let message = e.to_string();
+    match message.find(" at line ") {
+        Some(cut) => message[..cut].to_string(),
+        None => message,
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {

@@ -126,20 +126,7 @@ fn parse_file(file: &Path) -> Result<Parsed> {
         message: e.to_string(),
     })?;
     let positions = Positions::index(file, &text);
-    let doc: PolicyFile = serde_yaml::from_str(&text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
-        Error::Invalid {
-            at: Location {
-                file: file.to_path_buf(),
-                line,
-                column,
-            },
-            message: describe_serde(&e.to_string()),
-        }
-    })?;
+    let doc = parse_policy_text(file, &text)?;
     let invalid = |path: &str, message: String| Error::Invalid {
         at: positions.at(path),
         message,
@@ -166,10 +153,13 @@ fn parse_file(file: &Path) -> Result<Parsed> {
     })
 }
 
-/// serde's messages name the field and the expected set; drop serde_yaml's trailing position
-/// (printed first instead) and say "found" the way the rest of ferry does.
-fn describe_serde(message: &str) -> String {
-    crate::schema::load::strip_location(message)
+/// Deserializes a policy file strictly; a syntax error, an unknown field or a wrong type names
+/// its line and column.
+pub fn parse_policy_text(file: &Path, text: &str) -> Result<PolicyFile> {
+    serde_yaml::from_str(text).map_err(|e| Error::Invalid {
+        at: Location::of_yaml_error(file, &e, 0),
+        message: crate::locate::yaml_message(&e),
+    })
 }
 
 /// `target` resolved against the policy file's directory, with `.` and `..` folded so that

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::load::policy_files;
-use super::model::PolicyFile;
 use super::{Error, Result};
 use crate::locate::{Location, Positions};
 use crate::naming::hex;
@@ -53,20 +52,7 @@ pub fn pin(path: &Path) -> Result<Vec<PinChange>> {
 
 /// The pinned text of one policy file and the pins it changed.
 pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
-    let doc: PolicyFile = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
-        Error::Invalid {
-            at: Location {
-                file: file.to_path_buf(),
-                line,
-                column,
-            },
-            message: crate::schema::load::strip_location(&e.to_string()),
-        }
-    })?;
+    let doc = super::load::parse_policy_text(file, text)?;
     let positions = Positions::index(file, text);
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut changes = Vec::new();

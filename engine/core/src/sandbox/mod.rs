@@ -153,7 +153,7 @@ impl Sandbox {
         match self.pool.call(&call)? {
             protocol::Response::Ok(value) => Ok(Some(value)),
             protocol::Response::Missing => Ok(None),
-            protocol::Response::NeedSource => {
+            protocol::Response::NeedSource | protocol::Response::Compiled => {
                 Err(Error::Worker("the worker did not get the script".into()))
             }
             protocol::Response::Failed {

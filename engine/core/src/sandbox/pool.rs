@@ -18,6 +18,15 @@ use super::{Error, Result, Script};
 /// `timeoutMs` between statements; this covers a native operation that cannot be interrupted.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
 
+/// How long a new worker may take to start (process start, Starlark globals) before it is
+/// given up. Start-up is awaited before a call's deadline starts, so that a loaded machine
+/// does not turn start-up into a timeout.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long compiling a script (parsing it, running its top level) may take. The script is
+/// the platform's reviewed code, not tenant data, and compiles once per worker.
+pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a caller spins on a worker's pipe before sleeping in `poll`. Most transform calls
 /// answer within this; sleeping and being woken costs more than the call on a virtual
 /// machine, where a wake-up is an inter-processor interrupt.
@@ -60,6 +69,7 @@ struct RequestRef<'a> {
     digest: &'a str,
     file: &'a str,
     source: &'a str,
+    compile_only: bool,
     hook: Hook,
     object: &'a serde_json::Value,
     tenant: &'a str,
@@ -95,59 +105,96 @@ impl Pool {
         }
     }
 
-    /// Sends one request and waits for its response until the deadline.
+    /// Sends one request and waits for its response until the deadline. A worker that has not
+    /// compiled the script yet compiles it first, in an exchange of its own with its own
+    /// deadline, so that the call's deadline covers the call alone.
     pub(super) fn call(&self, call: &Call<'_>) -> Result<Response> {
         let script = call.script;
-        let limits = script.limits;
-        let deadline = Instant::now() + Duration::from_millis(limits.timeout_ms) + KILL_GRACE;
         let mut process = self.take()?;
-        let encode = |with_source: bool| {
+        let encode = |source: bool| {
             let wire = RequestRef {
                 digest: &script.digest,
                 file: &script.file,
-                source: if with_source { &script.source } else { "" },
+                source: if source { &script.source } else { "" },
+                compile_only: source,
                 hook: call.hook,
-                object: call.object,
+                object: if source {
+                    &serde_json::Value::Null
+                } else {
+                    call.object
+                },
                 tenant: call.tenant,
                 learnt: call.learnt,
-                limits,
+                limits: script.limits,
             };
             serde_json::to_vec(&wire).map_err(|e| Error::Worker(e.to_string()))
         };
-        let body = encode(!process.known.contains(&script.digest))?;
-        let mut exchanged = process.exchange(&body, deadline);
-        if matches!(exchanged, Ok(Response::NeedSource)) {
-            exchanged = process.exchange(&encode(true)?, deadline);
+        let call_deadline =
+            || Instant::now() + Duration::from_millis(script.limits.timeout_ms) + KILL_GRACE;
+        for attempt in 0..2 {
+            if !process.known.contains(&script.digest) {
+                match process.exchange(&encode(true)?, Instant::now() + COMPILE_TIMEOUT) {
+                    Ok(Response::Compiled) => {
+                        process.known.insert(script.digest.clone());
+                    }
+                    Ok(other) => {
+                        self.give_back(process);
+                        return Ok(other);
+                    }
+                    Err(failure) => {
+                        return Err(self.failed(process, failure, script, COMPILE_TIMEOUT))
+                    }
+                }
+            }
+            match process.exchange(&encode(false)?, call_deadline()) {
+                // The worker evicted the module: compile again, once.
+                Ok(Response::NeedSource) if attempt == 0 => {
+                    process.known.remove(&script.digest);
+                }
+                Ok(Response::NeedSource) | Ok(Response::Compiled) => break,
+                Ok(response) => {
+                    self.give_back(process);
+                    return Ok(response);
+                }
+                Err(failure) => {
+                    let limit = Duration::from_millis(script.limits.timeout_ms);
+                    return Err(self.failed(process, failure, script, limit));
+                }
+            }
         }
-        match exchanged {
-            Ok(Response::NeedSource) => {
+        process.kill();
+        Err(Error::Worker(
+            "the worker lost the compiled script twice".into(),
+        ))
+    }
+
+    /// The error for a failed exchange; the worker is killed or reaped, never reused.
+    fn failed(
+        &self,
+        mut process: Process,
+        failure: Failure,
+        script: &Script,
+        limit: Duration,
+    ) -> Error {
+        let limits = script.limits;
+        match failure {
+            Failure::Timeout => {
                 process.kill();
-                Err(Error::Worker(
-                    "the worker asked for the script twice".into(),
-                ))
-            }
-            Ok(response) => {
-                process.known.insert(script.digest.clone());
-                self.give_back(process);
-                Ok(response)
-            }
-            Err(Failure::Timeout) => {
-                process.kill();
-                Err(Error::Limit {
+                Error::Limit {
                     name: script.name.clone(),
                     file: script.file.clone(),
                     limit: "time".into(),
                     message: format!(
                         "exceeded timeoutMs={} (worker killed after {} ms)",
-                        limits.timeout_ms,
-                        limits.timeout_ms + KILL_GRACE.as_millis() as u64
+                        limit.as_millis(),
+                        (limit + KILL_GRACE).as_millis()
                     ),
-                })
+                }
             }
-            Err(Failure::Died) => {
+            Failure::Died => {
                 let (status, stderr) = process.reap();
                 if stderr.contains("memory allocation") || stderr.contains("capacity overflow") {
-                    Err(Error::Limit {
+                    Error::Limit {
                         name: script.name.clone(),
                         file: script.file.clone(),
                         limit: "memory".into(),
@@ -155,22 +202,22 @@ impl Pool {
                             "exceeded the process memory limit (maxHeapBytes={} plus the interpreter allowance); worker replaced",
                             limits.max_heap_bytes
                         ),
-                    })
+                    }
                 } else {
                     let last = stderr
                         .lines()
                         .rev()
                         .find(|l| !l.trim().is_empty())
                         .unwrap_or("no message");
-                    Err(Error::Script {
+                    Error::Script {
                         name: script.name.clone(),
                         message: format!("worker died ({status}): {last}; worker replaced"),
-                    })
+                    }
                 }
             }
-            Err(Failure::Io(e)) => {
+            Failure::Io(e) => {
                 process.kill();
-                Err(Error::Worker(format!("talking to the worker failed: {e}")))
+                Error::Worker(format!("talking to the worker failed: {e}"))
             }
         }
     }
@@ -227,13 +274,28 @@ impl Pool {
                 "cannot make the worker pipe non-blocking: {e}"
             )));
         }
-        Ok(Process {
+        let mut process = Process {
             child,
             stdin,
             stdout,
             stderr,
             known: HashSet::new(),
-        })
+        };
+        // The worker writes one byte when it is ready to serve; only then does a call's
+        // deadline start.
+        let mut ready = Vec::new();
+        let started = process.read_some(&mut ready, Instant::now() + STARTUP_TIMEOUT);
+        if started.is_err() || ready != [protocol::READY] {
+            let _ = process.child.kill();
+            let (status, stderr) = process.reap();
+            return Err(Error::Worker(format!(
+                "{} {} did not start ({status}): {}",
+                self.command.program.display(),
+                self.command.args.join(" "),
+                stderr.lines().last().unwrap_or("no message")
+            )));
+        }
+        Ok(process)
     }
 }
 

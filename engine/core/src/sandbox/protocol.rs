@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Limits;
 
+/// The byte a worker writes once, when it is ready to serve.
+pub const READY: u8 = b'R';
+
 /// Largest frame either side accepts; bigger means a bug or an attack.
 pub const MAX_FRAME: usize = 64 << 20;
 
@@ -48,8 +51,11 @@ pub struct Request {
     pub digest: String,
     /// File name, for error messages.
     pub file: String,
-    /// The script.
+    /// The script (empty once the worker has it).
     pub source: String,
+    /// Only compile the script (answered with [`Response::Compiled`]).
+    #[serde(default)]
+    pub compile_only: bool,
     /// The hook to call.
     pub hook: Hook,
     /// The object passed as `obj`, as JSON text (parsed straight onto the Starlark heap).
@@ -73,6 +79,8 @@ pub enum Response {
     Missing,
     /// The request left the source out, and this worker has not compiled that digest.
     NeedSource,
+    /// The script compiled (the answer to a compile-only request).
+    Compiled,
     /// The call failed; `limit` names the limit hit, if any.
     Failed {
         /// `steps`, `heap`, `time`, `output`, or absent for a script error.

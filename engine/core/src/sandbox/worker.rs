@@ -12,7 +12,7 @@
 //! is killed by the engine when its deadline passes.
 
 use std::cell::Cell;
-use std::io::{self, BufReader, BufWriter};
+use std::io::{self, BufReader, BufWriter, Write};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -210,6 +210,8 @@ pub fn serve() -> io::Result<()> {
     });
     let mut output = BufWriter::new(io::stdout().lock());
     let mut worker = Worker::new()?;
+    output.write_all(&[super::protocol::READY])?;
+    output.flush()?;
     while let Some(frame) = read_frame(&mut input)? {
         let reply = match serde_json::from_slice::<Request>(&frame) {
             Ok(request) => {
@@ -307,6 +309,9 @@ impl Worker {
                 Err(message) => return failed(message),
             },
         };
+        if request.compile_only {
+            return Err(Response::Compiled);
+        }
         let function = match module.get_option(request.hook.function()) {
             Ok(Some(f)) => f,
             Ok(None) => return Err(Response::Missing),

@@ -102,19 +102,9 @@ fn documents(file: &Path, text: &str) -> Result<Vec<(usize, Value)>> {
     let mut offset = 0;
     for chunk in split_documents(text) {
         let doc = serde_yaml::Deserializer::from_str(chunk);
-        let value = Value::deserialize(doc).map_err(|e| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
-            Error::Parse {
-                at: Location {
-                    file: file.to_path_buf(),
-                    line: if line == 0 { 0 } else { line + offset },
-                    column,
-                },
-                message: strip_location(&e.to_string()),
-            }
+        let value = Value::deserialize(doc).map_err(|e| Error::Parse {
+            at: Location::of_yaml_error(file, &e, offset),
+            message: crate::locate::yaml_message(&e),
         })?;
         if !value.is_null() {
             out.push((offset, value));
@@ -138,14 +128,6 @@ pub fn split_documents(text: &str) -> Vec<&str> {
     }
     out.push(&text[start..]);
     out
-}
-
-/// serde_yaml appends " at line L column C"; ferry prints the location first instead.
-pub fn strip_location(message: &str) -> String {
-    match message.find(" at line ") {
-        Some(cut) => message[..cut].to_string(),
-        None => message.to_string(),
-    }
 }
 
 fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Result<Plan> {
