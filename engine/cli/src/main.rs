@@ -49,6 +49,12 @@ enum Command {
         #[arg(long, value_name = "KUBECONFIG")]
         against: Option<PathBuf>,
     },
+    /// Print the least-privilege ClusterRoles for the super and tenant sides.
+    Rbac {
+        /// A policy file, or a directory of them.
+        #[arg(long)]
+        policy: PathBuf,
+    },
     /// Policy maintenance.
     Policy {
         #[command(subcommand)]
@@ -120,6 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::Check { policy, against } => check(&policy, against.as_deref()),
+        Command::Rbac { policy } => rbac(&policy),
         Command::Policy {
             command: PolicyCommand::Pin { policy },
         } => pin(&policy),
@@ -184,6 +191,22 @@ fn check(policy_path: &std::path::Path, against: Option<&std::path::Path>) -> an
         policy.transforms.len(),
         warnings.len()
     );
+    Ok(0)
+}
+
+fn rbac(policy_path: &std::path::Path) -> anyhow::Result<u8> {
+    let policy = match ferry_core::policy::load(policy_path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
+    let docs: Vec<String> = ferry_core::rbac::cluster_roles(&policy)
+        .iter()
+        .map(documents::to_yaml)
+        .collect::<anyhow::Result<_>>()?;
+    print!("{}", docs.join("---\n"));
     Ok(0)
 }
 

@@ -21,6 +21,7 @@ pub mod check;
 pub mod locate;
 pub mod naming;
 pub mod policy;
+pub mod rbac;
 pub mod sandbox;
 pub mod scaffold;
 pub mod schema;

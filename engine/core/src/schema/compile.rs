@@ -108,6 +108,8 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         known_paths: compiler.known_paths,
         open_paths: compiler.open_paths,
         suspicious: compiler.suspicious,
+        plural: None,
+        has_status_subresource: false,
     })
 }
 

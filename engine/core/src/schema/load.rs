@@ -173,7 +173,13 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
                     positions: &positions,
                     components: None,
                 };
-                return compile(&schema, &yaml_path, &src);
+                let mut plan = compile(&schema, &yaml_path, &src)?;
+                plan.plural = doc
+                    .pointer("/spec/names/plural")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                plan.has_status_subresource = v.pointer("/subresources/status").is_some();
+                return Ok(plan);
             }
             continue;
         }

@@ -220,6 +220,10 @@ pub struct Plan {
     pub open_paths: Vec<String>,
     /// Unannotated string fields whose names suggest a namespace or a reference.
     pub suspicious: Vec<(String, Location)>,
+    /// The resource name (`databases`), when the schema is a CRD.
+    pub plural: Option<String>,
+    /// Whether the CRD version has the status subresource.
+    pub has_status_subresource: bool,
 }
 
 impl Plan {

@@ -1,0 +1,156 @@
+//! `ferry rbac`: the least-privilege ClusterRoles the live engine needs on each side, derived
+//! from the policy: exactly the kinds it approves and the verbs each direction uses.
+//!
+//! ```text
+//!  Policy ─▶ rules per side (group, resource, verbs) ─▶ ClusterRole ferry-super, ferry-tenant
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use crate::policy::{Direction, Policy};
+use crate::schema::Rule;
+
+/// Reading a kind: what watchers need.
+const READ: &[&str] = &["get", "list", "watch"];
+/// Owning a kind: reading it and writing copies of it.
+const WRITE: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+/// The resource name of a kind: the CRD's plural when the schema gives one, otherwise the
+/// Kubernetes guess (lower case, `-ies` for a consonant and `y`, `-es` after s, x, ch, sh).
+pub fn plural(kind: &str, known: Option<&str>) -> String {
+    if let Some(p) = known {
+        return p.to_string();
+    }
+    let lower = kind.to_ascii_lowercase();
+    if lower == "endpoints" {
+        return lower;
+    }
+    if let Some(stem) = lower.strip_suffix('y') {
+        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
+            return format!("{stem}ies");
+        }
+    }
+    if lower.ends_with('s')
+        || lower.ends_with('x')
+        || lower.ends_with("ch")
+        || lower.ends_with("sh")
+    {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
+}
+
+#[derive(Default)]
+struct Rules(BTreeMap<(String, String), BTreeSet<&'static str>>);
+
+impl Rules {
+    fn allow(&mut self, group: &str, resource: &str, verbs: &[&'static str]) {
+        self.0
+            .entry((group.to_string(), resource.to_string()))
+            .or_default()
+            .extend(verbs);
+    }
+
+    /// Rules grouped as RBAC writes them: one per (group, verbs), resources listed together.
+    fn into_role(self, name: &str, side: &str) -> Value {
+        let mut grouped: BTreeMap<(String, Vec<&str>), Vec<String>> = BTreeMap::new();
+        for ((group, resource), verbs) in self.0 {
+            let verbs: Vec<&str> = [
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ]
+            .into_iter()
+            .filter(|v| verbs.contains(v))
+            .collect();
+            grouped.entry((group, verbs)).or_default().push(resource);
+        }
+        let rules: Vec<Value> = grouped
+            .into_iter()
+            .map(|((group, verbs), resources)| json!({"apiGroups": [group], "resources": resources, "verbs": verbs}))
+            .collect();
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {
+                "name": name,
+                "labels": {"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": side},
+            },
+            "rules": rules,
+        })
+    }
+}
+
+/// The ClusterRoles for the super cluster and for every tenant, in that order.
+pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
+    let mut super_side = Rules::default();
+    let mut tenant_side = Rules::default();
+    // Super namespaces are created with their ownership labels; tenant namespaces are read to
+    // map them. Refusals become Events on tenant objects. Leader election holds a Lease.
+    super_side.allow(
+        "",
+        "namespaces",
+        &["get", "list", "watch", "create", "update", "patch"],
+    );
+    super_side.allow(
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+    );
+    tenant_side.allow("", "namespaces", READ);
+    tenant_side.allow("", "events", &["create", "patch"]);
+    tenant_side.allow("events.k8s.io", "events", &["create", "patch"]);
+    for resource in &policy.resources {
+        let group = resource.group_kind.group.as_str();
+        let name = plural(&resource.group_kind.kind, resource.plan.plural.as_deref());
+        match resource.direction {
+            Direction::ToSuper => {
+                super_side.allow(group, &name, WRITE);
+                tenant_side.allow(group, &name, READ);
+                // What flows up: status through its subresource (when the CRD declares one;
+                // a kind without a schema gets none), super-owned fields through the object.
+                if resource.plan.has_status_subresource {
+                    tenant_side.allow(
+                        group,
+                        &format!("{name}/status"),
+                        &["get", "update", "patch"],
+                    );
+                }
+                let owned = resource
+                    .plan
+                    .rules()
+                    .iter()
+                    .any(|(_, a)| matches!(a.rule, Rule::OwnerSuper));
+                if owned {
+                    tenant_side.allow(group, &name, &["update", "patch"]);
+                }
+            }
+            Direction::FromSuper => {
+                super_side.allow(group, &name, READ);
+                tenant_side.allow(group, &name, WRITE);
+            }
+        }
+    }
+    vec![
+        super_side.into_role("ferry-super", "super"),
+        tenant_side.into_role("ferry-tenant", "tenant"),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plural;
+
+    #[test]
+    fn plurals_follow_kubernetes() {
+        assert_eq!(plural("Secret", None), "secrets");
+        assert_eq!(plural("StorageClass", None), "storageclasses");
+        assert_eq!(plural("NetworkPolicy", None), "networkpolicies");
+        assert_eq!(plural("Gateway", None), "gateways");
+        assert_eq!(plural("Ingress", None), "ingresses");
+        assert_eq!(plural("Endpoints", None), "endpoints");
+        assert_eq!(plural("Database", Some("dbs")), "dbs");
+    }
+}
