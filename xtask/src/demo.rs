@@ -8,10 +8,35 @@ use anyhow::{bail, Result};
 
 use crate::controlplane::root;
 
-struct Step {
-    title: &'static str,
-    args: Vec<&'static str>,
-}
+/// The tour: a title and the `ferry` arguments of each step.
+const STEPS: &[(&str, &str)] = &[
+    ("Check every policy, schema and transform", "check --policy policies"),
+    (
+        "A tenant Database goes down to the super cluster",
+        "translate --policy policies --tenant team-a -f testdata/database-down/input.yaml --explain",
+    ),
+    (
+        "Istio hosts rewritten by a Starlark transform",
+        "translate --policy policies --tenant team-a -f testdata/virtualservice/input.yaml --explain",
+    ),
+    (
+        "Status flows back up, unmapped",
+        "translate --policy policies --tenant team-a --to tenant -f testdata/database-up/input.yaml --explain",
+    ),
+    (
+        "A public StorageClass is copied into every tenant",
+        "translate --policy policies --tenant team-b --to tenant -f testdata/storageclass-from-super/input.yaml",
+    ),
+    (
+        "Refused: a kind nobody approved (the other documents still translate)",
+        "translate --policy policies --tenant team-a -f testdata/multi-doc-one-refused/input.yaml",
+    ),
+    (
+        "Refused: a transform that tries to allocate gigabytes",
+        "translate --policy testdata/hostile --tenant team-a -f testdata/transform-memory/input.yaml",
+    ),
+    ("The ClusterRoles ferry needs on each side", "rbac --policy policies"),
+];
 
 pub fn run(args: &[&str]) -> Result<()> {
     if !args.is_empty() {
@@ -23,101 +48,15 @@ pub fn run(args: &[&str]) -> Result<()> {
     println!("building ferry…");
     crate::cargo(&["build", "-q", "-p", "ferry-cli"])?;
     let ferry = root().join("target/debug/ferry");
-    let steps = [
-        Step {
-            title: "Check every policy, schema and transform",
-            args: vec!["check", "--policy", "policies"],
-        },
-        Step {
-            title: "A tenant Database goes down to the super cluster",
-            args: vec![
-                "translate",
-                "--policy",
-                "policies",
-                "--tenant",
-                "team-a",
-                "-f",
-                "testdata/database-down/input.yaml",
-                "--explain",
-            ],
-        },
-        Step {
-            title: "Istio hosts rewritten by a Starlark transform",
-            args: vec![
-                "translate",
-                "--policy",
-                "policies",
-                "--tenant",
-                "team-a",
-                "-f",
-                "testdata/virtualservice/input.yaml",
-                "--explain",
-            ],
-        },
-        Step {
-            title: "Status flows back up, unmapped",
-            args: vec![
-                "translate",
-                "--policy",
-                "policies",
-                "--tenant",
-                "team-a",
-                "--to",
-                "tenant",
-                "-f",
-                "testdata/database-up/input.yaml",
-                "--explain",
-            ],
-        },
-        Step {
-            title: "A public StorageClass is copied into every tenant",
-            args: vec![
-                "translate",
-                "--policy",
-                "policies",
-                "--tenant",
-                "team-b",
-                "--to",
-                "tenant",
-                "-f",
-                "testdata/storageclass-from-super/input.yaml",
-            ],
-        },
-        Step {
-            title: "Refused: a kind nobody approved (the other documents still translate)",
-            args: vec![
-                "translate",
-                "--policy",
-                "policies",
-                "--tenant",
-                "team-a",
-                "-f",
-                "testdata/multi-doc-one-refused/input.yaml",
-            ],
-        },
-        Step {
-            title: "Refused: a transform that tries to allocate gigabytes",
-            args: vec![
-                "translate",
-                "--policy",
-                "testdata/hostile",
-                "--tenant",
-                "team-a",
-                "-f",
-                "testdata/transform-memory/input.yaml",
-            ],
-        },
-    ];
     let mut summary = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
-        println!("\n── {}/{} {} ──", i + 1, steps.len(), step.title);
-        println!("$ ferry {}", step.args.join(" "));
+    for (i, (title, args)) in STEPS.iter().enumerate() {
+        println!("\n── {}/{} {title} ──", i + 1, STEPS.len());
+        println!("$ ferry {args}");
         let status = Command::new(&ferry)
-            .args(&step.args)
+            .args(args.split_whitespace())
             .current_dir(root())
             .status()?;
-        let code = status.code().unwrap_or(-1);
-        summary.push((step.title, code));
+        summary.push((*title, status.code().unwrap_or(-1)));
     }
     println!("\n{:<70} exit", "step");
     for (title, code) in &summary {
