@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod check;
+pub mod config;
 pub mod locate;
 pub mod naming;
 pub mod policy;

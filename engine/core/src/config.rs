@@ -1,0 +1,313 @@
+//! The live engine's configuration file (`ferry run --config FILE`, DESIGN.md "Live sync"),
+//! loaded as strictly as a policy: unknown fields, bad durations and bad tenant sets are errors
+//! that name the file, line and column.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::locate::{yaml_message, Location, Positions};
+use crate::naming::{check_tenant_set, Tenant};
+use crate::policy::load::relative;
+
+/// A problem with the configuration file.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct Error {
+    /// Where.
+    pub at: Location,
+    /// What was expected and found.
+    pub message: String,
+}
+
+impl Error {
+    /// The short name used in reports.
+    pub fn reason(&self) -> &'static str {
+        "ConfigInvalid"
+    }
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    metadata: Option<serde_yaml::Value>,
+    spec: Spec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Spec {
+    policy: String,
+    #[serde(rename = "super")]
+    super_cluster: Cluster,
+    #[serde(default)]
+    tenants: Vec<TenantEntry>,
+    #[serde(default)]
+    patrol_interval: Option<String>,
+    #[serde(default)]
+    leader_election: Option<LeaderElection>,
+    #[serde(default)]
+    metrics: Option<Metrics>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cluster {
+    kubeconfig: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantEntry {
+    name: String,
+    kubeconfig: String,
+}
+
+/// Leader election settings (a coordination.k8s.io Lease in the super cluster).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderElection {
+    /// Whether to elect a leader (only the leader writes).
+    #[serde(default)]
+    pub enabled: bool,
+    /// The Lease's namespace.
+    #[serde(default = "default_lease_namespace")]
+    pub namespace: String,
+    /// The Lease's name.
+    #[serde(default = "default_lease_name")]
+    pub lease: String,
+}
+
+fn default_lease_namespace() -> String {
+    "ferry-system".into()
+}
+
+fn default_lease_name() -> String {
+    "ferry".into()
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            namespace: default_lease_namespace(),
+            lease: default_lease_name(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Metrics {
+    address: String,
+}
+
+/// One tenant control plane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantConfig {
+    /// The tenant.
+    pub name: Tenant,
+    /// Its kubeconfig, resolved against the config file.
+    pub kubeconfig: PathBuf,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The policy file or directory.
+    pub policy: PathBuf,
+    /// The super cluster's kubeconfig.
+    pub super_kubeconfig: PathBuf,
+    /// The tenants, a valid set (no duplicates, no `a-` prefix of another).
+    pub tenants: Vec<TenantConfig>,
+    /// How often the patrol compares desired and actual state.
+    pub patrol_interval: Duration,
+    /// Leader election.
+    pub leader_election: LeaderElection,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub metrics_address: std::net::SocketAddr,
+}
+
+/// Parses `30s`, `5m`, `1h`, `500ms` (or a plain number of seconds).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n * 60)),
+        "h" => Some(Duration::from_secs(n * 3600)),
+        _ => None,
+    }
+}
+
+/// Loads and validates `path`.
+pub fn load(path: &Path) -> Result<Config> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error {
+        at: Location::file(path),
+        message: format!("cannot read: {e}"),
+    })?;
+    let file: File = serde_yaml::from_str(&text).map_err(|e| Error {
+        at: Location::of_yaml_error(path, &e, 0),
+        message: yaml_message(&e),
+    })?;
+    let positions = Positions::index(path, &text);
+    let invalid = |at: &str, message: String| Error {
+        at: positions.at(at),
+        message,
+    };
+    if file.api_version != "ferry.dev/v1alpha1" {
+        return Err(invalid(
+            "apiVersion",
+            format!(
+                "apiVersion: expected \"ferry.dev/v1alpha1\", found {:?}",
+                file.api_version
+            ),
+        ));
+    }
+    if file.kind != "SyncConfig" {
+        return Err(invalid(
+            "kind",
+            format!("kind: expected \"SyncConfig\", found {:?}", file.kind),
+        ));
+    }
+    let _ = file.metadata;
+    let spec = file.spec;
+    let mut tenants = Vec::new();
+    for (i, t) in spec.tenants.iter().enumerate() {
+        let name = Tenant::new(&t.name)
+            .map_err(|e| invalid(&format!("spec.tenants[{i}].name"), e.to_string()))?;
+        tenants.push(TenantConfig {
+            name,
+            kubeconfig: relative(path, &t.kubeconfig),
+        });
+    }
+    check_tenant_set(tenants.iter().map(|t| &t.name)).map_err(|e| {
+        // Point at the entry that makes the set invalid: the longer name, or the repeat.
+        let culprit = match &e {
+            crate::naming::Error::PrefixCollision { long, .. } => {
+                tenants.iter().position(|t| t.name.as_str() == long)
+            }
+            crate::naming::Error::DuplicateTenant(name) => {
+                tenants.iter().rposition(|t| t.name.as_str() == name)
+            }
+            crate::naming::Error::InvalidTenant { .. } => None,
+        };
+        let at = culprit.map_or("spec.tenants".to_string(), |i| {
+            format!("spec.tenants[{i}].name")
+        });
+        invalid(&at, e.to_string())
+    })?;
+    let patrol_interval = match &spec.patrol_interval {
+        None => Duration::from_secs(60),
+        Some(text) => match parse_duration(text) {
+            Some(d) if !d.is_zero() => d,
+            _ => {
+                return Err(invalid(
+                    "spec.patrolInterval",
+                    format!("patrolInterval: expected a duration like 60s or 5m, found {text:?}"),
+                ))
+            }
+        },
+    };
+    let metrics_text = spec
+        .metrics
+        .map(|m| m.address)
+        .unwrap_or_else(|| "127.0.0.1:9464".into());
+    let metrics_address = metrics_text.parse().map_err(|_| {
+        invalid(
+            "spec.metrics.address",
+            format!(
+                "metrics.address: expected host:port like 127.0.0.1:9464, found {metrics_text:?}"
+            ),
+        )
+    })?;
+    Ok(Config {
+        policy: relative(path, &spec.policy),
+        super_kubeconfig: relative(path, &spec.super_cluster.kubeconfig),
+        tenants,
+        patrol_interval,
+        leader_election: spec.leader_election.unwrap_or_default(),
+        metrics_address,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::pin::tempdir::Dir;
+
+    fn load_text(text: &str) -> Result<Config> {
+        let dir = Dir::new();
+        let path = dir.path().join("ferry.yaml");
+        std::fs::write(&path, text).unwrap();
+        load(&path).map_err(|mut e| {
+            e.at.file = PathBuf::from("ferry.yaml");
+            e
+        })
+    }
+
+    const GOOD: &str = "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\nspec:\n  policy: policies/platform.yaml\n  super: {kubeconfig: super.kubeconfig}\n  tenants:\n  - {name: team-a, kubeconfig: team-a.kubeconfig}\n  - {name: team-b, kubeconfig: team-b.kubeconfig}\n  patrolInterval: 30s\n  leaderElection: {enabled: true}\n  metrics: {address: \"127.0.0.1:9464\"}\n";
+
+    #[test]
+    fn loads_the_design_example() {
+        let config = load_text(GOOD).unwrap();
+        assert_eq!(config.tenants.len(), 2);
+        assert!(config.policy.ends_with("policies/platform.yaml"));
+        assert_eq!(config.patrol_interval, Duration::from_secs(30));
+        assert_eq!(
+            config.leader_election,
+            LeaderElection {
+                enabled: true,
+                ..LeaderElection::default()
+            }
+        );
+    }
+
+    #[test]
+    fn colliding_tenants_are_refused_with_their_location() {
+        let text = GOOD.replace("name: team-b", "name: team");
+        let err = load_text(&text).unwrap_err().to_string();
+        assert!(err.starts_with("ferry.yaml:7:"), "{err}");
+        assert!(err.contains("\"team\" and \"team-a\" collide"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused() {
+        let err = load_text(&GOOD.replace("patrolInterval", "patrolInterva"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `patrolInterva`"), "{err}");
+        let err = load_text(&GOOD.replace("30s", "soon"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("expected a duration like 60s or 5m, found \"soon\""),
+            "{err}"
+        );
+        let err = load_text(&GOOD.replace("name: team-a", "name: Team_A"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("ferry.yaml:7:"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1d"), None);
+    }
+}
