@@ -1,8 +1,8 @@
 //! `ferry check`: lints a loaded policy for likely mistakes that are not errors.
 
 use crate::policy::{Direction, Policy};
+use crate::schema::load::group_of;
 use crate::schema::Rule;
-use crate::translate::fields_group_of;
 
 /// One finding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
             let (Some(kind), Some(api)) = (&r.kind, &r.api_version) else {
                 continue;
             };
-            let group = fields_group_of(api);
+            let group = group_of(api);
             if policy.resource(group, kind).is_none() {
                 out.push(Finding {
                     at: annotated.origin.to_string(),

@@ -42,17 +42,6 @@ pub fn load(path: &Path) -> Result<Policy> {
     load_with(path, &LoadOptions::default())
 }
 
-/// Loads without verifying pins, for `ferry policy pin`.
-pub fn load_unpinned(path: &Path) -> Result<Policy> {
-    load_with(
-        path,
-        &LoadOptions {
-            verify_pins: false,
-            ..LoadOptions::default()
-        },
-    )
-}
-
 /// One parsed file and its positions.
 struct Parsed {
     file: PathBuf,

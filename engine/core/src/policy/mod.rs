@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use load::{load, load_unpinned, LoadOptions};
+pub use load::{load, LoadOptions};
 pub use model::{Direction, LabelSelector, Scope, SelectorRequirement};
 
 use crate::locate::Location;
@@ -177,13 +177,5 @@ impl Policy {
         self.resources
             .iter()
             .find(|r| r.group_kind.group == group && r.group_kind.kind == kind)
-    }
-
-    /// The rule for an object's `apiVersion` and `kind`: the group and kind must be approved
-    /// and the version must be the approved one.
-    pub fn resource_for(&self, api_version: &str, kind: &str) -> Option<&Resource> {
-        let (group, version) = crate::schema::load::split_api_version(api_version);
-        self.resource(group, kind)
-            .filter(|r| r.version() == version)
     }
 }

@@ -24,6 +24,22 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
+/// The group of an `apiVersion` (`cert-manager.io/v1`), a bare group (`cert-manager.io`, as
+/// cert-manager's `issuerRef.group` holds) or a core version (`v1`).
+pub fn group_of(api: &str) -> &str {
+    if let Some((group, _)) = api.split_once('/') {
+        return group;
+    }
+    let looks_like_version = api.starts_with('v')
+        && api[1..].starts_with(|c: char| c.is_ascii_digit())
+        && !api.contains('.');
+    if looks_like_version {
+        ""
+    } else {
+        api
+    }
+}
+
 /// Compiled plans keyed by the sha256 of the schema file's bytes and the kind, so that a
 /// schema shared by policies, or reloaded unchanged, is compiled once.
 #[derive(Clone)]
@@ -85,15 +101,6 @@ pub fn plan_from_json(label: &str, schema: &Value) -> Result<Plan> {
         components: None,
     };
     compile(&parsed, "openAPIV3Schema", &src)
-}
-
-/// Reads `file` and compiles the plan of `api_version`/`kind`.
-pub fn load_plan(file: &Path, api_version: &str, kind: &str) -> Result<Plan> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::Read {
-        file: file.display().to_string(),
-        message: e.to_string(),
-    })?;
-    load_plan_text(file, &text, api_version, kind)
 }
 
 /// Parses every YAML document of `text` into JSON values, with each document's offset.
@@ -354,6 +361,14 @@ spec:
         let bad = CRD.replace("x-ferry-drop: true", "x-ferry-dorp: true");
         let err = plan(&bad).unwrap_err().to_string();
         assert!(err.contains("unknown annotation \"x-ferry-dorp\""), "{err}");
+    }
+
+    #[test]
+    fn groups() {
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("cert-manager.io/v1"), "cert-manager.io");
+        assert_eq!(group_of("cert-manager.io"), "cert-manager.io");
+        assert_eq!(group_of(""), "");
     }
 
     #[test]

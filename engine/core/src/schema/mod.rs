@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::locate::Location;
 
 pub use compile::compile;
-pub use load::{load_plan, PlanCache};
+pub use load::PlanCache;
 
 /// A problem with a schema file or one of its annotations.
 #[derive(Debug, thiserror::Error)]

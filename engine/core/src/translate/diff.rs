@@ -49,10 +49,6 @@ pub fn diff(before: &Value, after: &Value, path: &str, rule: &str, out: &mut Vec
     }
 }
 
-fn at<'v>(v: &'v Value, pointer: &str) -> Option<&'v Value> {
-    v.pointer(pointer)
-}
-
 /// The `ferry.dev/` labels and annotations of an object.
 fn reserved(v: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
@@ -83,7 +79,7 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
         ("/metadata/name", "metadata.name"),
         ("/metadata/namespace", "metadata.namespace"),
     ] {
-        let (a, b) = (at(before, pointer), at(after, pointer));
+        let (a, b) = (before.pointer(pointer), after.pointer(pointer));
         if a != b {
             let show = |v: Option<&Value>| v.map_or("nothing".to_string(), Value::to_string);
             return Err(Refusal::new(

@@ -8,6 +8,7 @@ use super::path::Path;
 use super::{Change, Reason, Reference, Refusal, Result, LABEL_TENANT};
 use crate::naming::NameMap;
 use crate::policy::{Direction, Policy, Scope};
+use crate::schema::load::group_of;
 use crate::schema::{Annotated, Node, RefRule, Rule};
 
 /// Which way the object is going.
@@ -156,7 +157,7 @@ impl<'a> Fields<'a> {
         path: &Path<'_>,
     ) -> Result<()> {
         match &rule.rule {
-            Rule::Namespace => self.namespace(rule, value, path),
+            Rule::Namespace => self.map_namespace(rule, value, path),
             Rule::Selector => self.selector(rule, value, path),
             Rule::Ref(r) => self.reference(rule, r, value, siblings, path),
             Rule::Drop | Rule::OwnerSuper => Ok(()),
@@ -199,10 +200,6 @@ impl<'a> Fields<'a> {
             }
         }
         Ok(())
-    }
-
-    fn namespace(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
-        self.map_namespace(rule, value, path)
     }
 
     fn selector(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
@@ -432,34 +429,5 @@ impl<'a> Fields<'a> {
             group: group_of(&api).to_string(),
             kind,
         })
-    }
-}
-
-/// The group of an `apiVersion` (`cert-manager.io/v1`), a bare group (`cert-manager.io`, as
-/// cert-manager's `issuerRef.group` holds) or a core version (`v1`).
-pub fn group_of(api: &str) -> &str {
-    if let Some((group, _)) = api.split_once('/') {
-        return group;
-    }
-    let looks_like_version = api.starts_with('v')
-        && api[1..].starts_with(|c: char| c.is_ascii_digit())
-        && !api.contains('.');
-    if looks_like_version {
-        ""
-    } else {
-        api
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::group_of;
-
-    #[test]
-    fn groups() {
-        assert_eq!(group_of("v1"), "");
-        assert_eq!(group_of("cert-manager.io/v1"), "cert-manager.io");
-        assert_eq!(group_of("cert-manager.io"), "cert-manager.io");
-        assert_eq!(group_of(""), "");
     }
 }

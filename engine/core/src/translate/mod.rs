@@ -13,7 +13,6 @@
 
 mod diff;
 mod fields;
-pub use fields::group_of as fields_group_of;
 mod metadata;
 mod path;
 
@@ -382,11 +381,7 @@ impl<'a> Translator<'a> {
 
 /// Joins a field path and a key the way `--explain` prints them.
 pub(crate) fn join(path: &str, key: &str) -> String {
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    match (path.is_empty(), plain) {
+    match (path.is_empty(), path::is_plain_key(key)) {
         (true, true) => key.to_string(),
         (false, true) => format!("{path}.{key}"),
         (_, false) => format!("{path}[{key:?}]"),

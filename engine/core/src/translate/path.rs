@@ -35,17 +35,21 @@ impl<'a> Path<'a> {
     }
 }
 
+/// Whether `key` can be written after a dot (`spec.name`) rather than quoted (`["a/b"]`).
+pub fn is_plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 impl fmt::Display for Path<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Path::Root => Ok(()),
             Path::Key(parent, key) => {
                 parent.fmt(f)?;
-                let plain = !key.is_empty()
-                    && key
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                match (matches!(parent, Path::Root), plain) {
+                match (matches!(parent, Path::Root), is_plain_key(key)) {
                     (true, true) => f.write_str(key),
                     (false, true) => write!(f, ".{key}"),
                     (_, false) => write!(f, "[{key:?}]"),
