@@ -2,7 +2,7 @@
 //! `ferry-core`.
 //!
 //! ```text
-//!  argv ─▶ clap ─▶ translate | check | policy pin | schema init | completions
+//!  argv ─▶ clap ─▶ translate | check | policy pin | schema init | rbac | run | completions
 //!                     │
 //!                     └─▶ ferry_core (policy, schema, translate, sandbox workers = this binary)
 //! ```
@@ -14,8 +14,12 @@
 mod documents;
 mod translate;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+
 use std::process::ExitCode;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -48,6 +52,21 @@ enum Command {
         /// Also check that every annotated field exists in the CRDs installed in this cluster.
         #[arg(long, value_name = "KUBECONFIG")]
         against: Option<PathBuf>,
+    },
+    /// Sync live: watch the super cluster and every tenant, and keep them in step.
+    Run {
+        /// The SyncConfig file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Elect a leader with a Lease in the super cluster (also `leaderElection.enabled`).
+        #[arg(long)]
+        leader_elect: bool,
+        /// Log format.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+        /// Log debug details too.
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Print the least-privilege ClusterRoles for the super and tenant sides.
     Rbac {
@@ -94,6 +113,15 @@ enum SchemaCommand {
     },
 }
 
+/// Log format of `ferry run`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// One readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// Output format.
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
 pub enum Output {
@@ -126,6 +154,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::Check { policy, against } => check(&policy, against.as_deref()),
+        Command::Run {
+            config,
+            leader_elect,
+            log_format,
+            verbose,
+        } => live(config, leader_elect, log_format, verbose),
         Command::Rbac { policy } => rbac(&policy),
         Command::Policy {
             command: PolicyCommand::Pin { policy },
@@ -266,4 +300,54 @@ fn schema_init(file: &str) -> anyhow::Result<u8> {
     }
     print!("{}", out.join("---\n"));
     Ok(0)
+}
+
+fn live(
+    config: PathBuf,
+    leader_elect: bool,
+    format: LogFormat,
+    verbose: bool,
+) -> anyhow::Result<u8> {
+    let level = if verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
+    // Debug lines of the HTTP and client libraries drown ferry's own; they stay at info.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::INFO)
+        .with_target("ferry_sync", level);
+    let stderr = std::io::stderr;
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(stderr)
+            .finish()
+            .with(filter)
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_max_level(level)
+            .with_writer(stderr)
+            .finish()
+            .with(filter)
+            .init(),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let options = ferry_sync::run::Options {
+        config,
+        leader_elect,
+        sandbox: translate::sandbox()?,
+    };
+    match runtime.block_on(ferry_sync::run::run(options)) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
+        }
+    }
 }

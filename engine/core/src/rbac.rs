@@ -88,11 +88,12 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
     let mut super_side = Rules::default();
     let mut tenant_side = Rules::default();
     // Super namespaces are created with their ownership labels; tenant namespaces are read to
-    // map them. Refusals become Events on tenant objects. Leader election holds a Lease.
+    // map them; a super namespace is deleted when its tenant namespace is. Refusals become
+    // Events on tenant objects. Leader election holds a Lease.
     super_side.allow(
         "",
         "namespaces",
-        &["get", "list", "watch", "create", "update", "patch"],
+        &["get", "list", "watch", "create", "delete"],
     );
     super_side.allow(
         "coordination.k8s.io",

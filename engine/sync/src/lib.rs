@@ -1,13 +1,29 @@
 //! ferry's live part: the only crate that talks to API servers.
 //!
 //! ```text
-//!  Policy (ferry-core) ──▶ against::check ──▶ CRDs of a live cluster ──▶ findings
+//!             tenant API servers                         super API server
+//!  watchers ─▶ caches ─┐                       ┌─ caches ◀─ watchers (ferry's copies,
+//!                      ▼                       ▼             public objects, namespaces)
+//!                 per-tenant queues (round-robin) ─▶ workers ─▶ reconcile
+//!                                                              │  ferry-core translate
+//!                                                              ▼
+//!                                    writes (SSA field manager `ferry`, leader only)
 //! ```
 //!
-//! Today it checks a policy against the CRDs installed in a cluster (`ferry check --against`);
-//! the watchers, queues, appliers and patrol of `ferry run` will live here too.
+//! `run` wires it together for `ferry run`; `against` checks a policy against the CRDs of a
+//! live cluster for `ferry check --against`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod against;
+pub mod cache;
+pub mod compare;
+pub mod engine;
+pub mod leader;
+pub mod metrics;
+pub mod queue;
+pub mod reconcile;
+pub mod refs;
+pub mod run;
+pub mod write;

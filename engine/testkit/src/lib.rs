@@ -12,6 +12,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod live;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -91,7 +91,8 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub(crate) fn new(reason: Reason, message: impl Into<String>) -> Self {
+    /// A refusal for `reason`, explained by `message`.
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),

@@ -1,0 +1,282 @@
+//! Watch caches: one per (cluster, kind), fed by a kube-runtime watcher and read by the
+//! reconciler. Objects are kept as JSON values (what the translator works on), without
+//! `managedFields`.
+//!
+//! ```text
+//!  discovery (retried until served) ─▶ watcher ─▶ Cache ─▶ on_change(object) ─▶ queues
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use serde_json::Value;
+
+/// An object's place in a cache: namespace (empty when cluster-scoped) and name.
+pub type ObjKey = (String, String);
+
+/// Called with every object that appeared, changed or went away.
+pub type OnChange = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// Where a cache is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Asking the API server whether it serves the kind.
+    Resolving,
+    /// The API server does not serve the kind (yet); discovery is retried.
+    NotServed,
+    /// Served; the first list has not completed.
+    Listing,
+    /// The first list completed; watch events keep the cache current.
+    Synced,
+}
+
+/// What discovery said about the kind.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The resource, for building requests.
+    pub resource: ApiResource,
+    /// Whether the kind is namespaced.
+    pub namespaced: bool,
+    /// Whether it has a status subresource.
+    pub has_status: bool,
+}
+
+/// The objects of one kind in one cluster.
+pub struct Cache {
+    /// For logs: `super Database.example.com`.
+    pub what: String,
+    objects: RwLock<HashMap<ObjKey, Arc<Value>>>,
+    phase: Mutex<Phase>,
+    served: RwLock<Option<Served>>,
+}
+
+impl Cache {
+    /// An empty cache described as `what` in logs.
+    pub fn new(what: String) -> Self {
+        Self {
+            what,
+            objects: RwLock::default(),
+            phase: Mutex::new(Phase::Resolving),
+            served: RwLock::default(),
+        }
+    }
+
+    /// The object at `namespace`/`name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Every object.
+    pub fn values(&self) -> Vec<Arc<Value>> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects.values().cloned().collect()
+    }
+
+    /// How many objects the cache holds.
+    pub fn len(&self) -> usize {
+        self.objects.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where the cache is in its life.
+    pub fn phase(&self) -> Phase {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the reconciler can trust the cache: listed, or the kind is not served (so there
+    /// is nothing to list).
+    pub fn ready(&self) -> bool {
+        matches!(self.phase(), Phase::Synced | Phase::NotServed)
+    }
+
+    /// What discovery said, once the kind is served.
+    pub fn served(&self) -> Option<Served> {
+        self.served
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
+    }
+
+    /// Records an object ferry has just written, so that the next reconcile does not act on
+    /// the stale copy before the watch event arrives.
+    pub fn remember(&self, object: Value) {
+        if let Some(key) = key_of(&object) {
+            let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+            objects.insert(key, Arc::new(object));
+        }
+    }
+
+    /// Forgets an object ferry has just deleted.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        objects.remove(&(namespace.to_string(), name.to_string()));
+    }
+}
+
+/// The cache key of an object.
+pub fn key_of(object: &Value) -> Option<ObjKey> {
+    let meta = object.get("metadata")?;
+    let name = meta.get("name")?.as_str()?.to_string();
+    let namespace = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some((namespace, name))
+}
+
+/// A JSON object with its type set (list items of built-in kinds come without it) and without
+/// `managedFields` (large, and nothing ferry decides depends on them).
+fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
+    let Value::Object(fields) = serde_json::to_value(object).ok()? else {
+        return None;
+    };
+    Some(Value::Object(normalise(fields, resource)))
+}
+
+/// `apiVersion` and `kind` first (set from the resource), then the rest without
+/// `metadata.managedFields`.
+pub fn normalise(
+    fields: serde_json::Map<String, Value>,
+    resource: &ApiResource,
+) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::with_capacity(fields.len() + 2);
+    out.insert(
+        "apiVersion".into(),
+        Value::String(resource.api_version.clone()),
+    );
+    out.insert("kind".into(), Value::String(resource.kind.clone()));
+    for (k, mut v) in fields {
+        if k == "apiVersion" || k == "kind" {
+            continue;
+        }
+        if k == "metadata" {
+            if let Value::Object(meta) = &mut v {
+                meta.remove("managedFields");
+            }
+        }
+        out.insert(k, v);
+    }
+    out
+}
+
+/// How long to wait before asking again whether a kind is served.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(3);
+
+/// Resolves `gvk` in the cluster (retrying while it is not served), then keeps `cache` in step
+/// with the cluster, calling `on_change` for every object that changes. Runs until aborted.
+pub async fn run(
+    client: Client,
+    gvk: GroupVersionKind,
+    labels: Option<String>,
+    cache: Arc<Cache>,
+    on_change: OnChange,
+) {
+    let mut reported = false;
+    let served = loop {
+        match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok((resource, caps)) => {
+                break Served {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                    has_status: caps.subresources.iter().any(|(r, _)| r.plural == "status"),
+                }
+            }
+            Err(e) => {
+                cache.set_phase(Phase::NotServed);
+                if !reported {
+                    tracing::warn!(cache = %cache.what, error = %e, "kind not served yet; retrying every {}s", DISCOVERY_RETRY.as_secs());
+                    reported = true;
+                }
+                tokio::time::sleep(DISCOVERY_RETRY).await;
+            }
+        }
+    };
+    if reported {
+        tracing::info!(cache = %cache.what, "kind is served now");
+    }
+    cache.set_phase(Phase::Listing);
+    let resource = served.resource.clone();
+    *cache.served.write().unwrap_or_else(|e| e.into_inner()) = Some(served);
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let mut config = watcher::Config::default();
+    if let Some(labels) = &labels {
+        config = config.labels(labels);
+    }
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut listing: HashMap<ObjKey, Arc<Value>> = HashMap::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => listing.clear(),
+            Ok(Event::InitApply(object)) => {
+                if let Some(value) = to_value(object, &resource) {
+                    if let Some(key) = key_of(&value) {
+                        listing.insert(key, Arc::new(value));
+                    }
+                }
+            }
+            Ok(Event::InitDone) => {
+                let fresh = std::mem::take(&mut listing);
+                let old = {
+                    let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
+                    std::mem::replace(&mut *objects, fresh.clone())
+                };
+                cache.set_phase(Phase::Synced);
+                tracing::debug!(cache = %cache.what, objects = fresh.len(), "listed");
+                for (key, value) in &old {
+                    if !fresh.contains_key(key) {
+                        on_change(value);
+                    }
+                }
+                for value in fresh.values() {
+                    on_change(value);
+                }
+            }
+            Ok(Event::Apply(object)) => {
+                if let Some(value) = to_value(object, &resource) {
+                    if let Some(key) = key_of(&value) {
+                        let value = Arc::new(value);
+                        cache
+                            .objects
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key, value.clone());
+                        on_change(&value);
+                    }
+                }
+            }
+            Ok(Event::Delete(object)) => {
+                if let Some(value) = to_value(object, &resource) {
+                    if let Some(key) = key_of(&value) {
+                        cache
+                            .objects
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&key);
+                        on_change(&value);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(cache = %cache.what, error = %e, "watch failed; retrying"),
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Desired against actual: the pure decisions of whether a write is needed.
+//!
+//! Invariant: an object that already holds what ferry would write gets no write, so a restart
+//! with nothing changed issues none.
+
+use ferry_core::naming::hex;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Annotation on super copies: the digest of the object ferry last applied, so that a field
+/// the tenant removed (which a containment check cannot see) still triggers an apply.
+pub const ANN_APPLIED: &str = "ferry.dev/applied";
+
+/// The digest of `value` (16 hex digits), independent of the order of object keys (a list
+/// and a watch event may give the same object's keys in different orders).
+pub fn digest(value: &Value) -> String {
+    let mut hasher = Sha256::new();
+    feed(&mut hasher, value);
+    hex(&hasher.finalize()[..8])
+}
+
+fn feed(hasher: &mut Sha256, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            hasher.update(b"{");
+            for k in keys {
+                hasher.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+                hasher.update(b":");
+                feed(hasher, &map[k]);
+                hasher.update(b",");
+            }
+            hasher.update(b"}");
+        }
+        Value::Array(items) => {
+            hasher.update(b"[");
+            for item in items {
+                feed(hasher, item);
+                hasher.update(b",");
+            }
+            hasher.update(b"]");
+        }
+        other => hasher.update(other.to_string().as_bytes()),
+    }
+}
+
+/// Whether `actual` holds everything `desired` says: every key of an object with a value that
+/// holds it in turn, every element of an array held by some element of the actual array
+/// (other managers may add elements to associative lists), scalars equal.
+pub fn holds(actual: &Value, desired: &Value) -> bool {
+    match (actual, desired) {
+        (Value::Object(a), Value::Object(d)) => d
+            .iter()
+            .all(|(k, dv)| a.get(k).is_some_and(|av| holds(av, dv))),
+        (Value::Array(a), Value::Array(d)) => d.iter().all(|dv| a.iter().any(|av| holds(av, dv))),
+        (Value::Number(a), Value::Number(d)) => {
+            a == d || (a.as_f64().is_some() && a.as_f64() == d.as_f64())
+        }
+        (a, d) => a == d,
+    }
+}
+
+/// `metadata.<key>` as a string.
+pub fn meta_str<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get(key)?.as_str()
+}
+
+/// A label's value.
+pub fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+/// An annotation's value.
+pub fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)?
+        .as_str()
+}
+
+/// Whether the object is being deleted.
+pub fn deleting(object: &Value) -> bool {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+}
+
+/// Sets an annotation.
+pub fn set_annotation(object: &mut Value, key: &str, value: String) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(a) = annotations {
+        a.insert(key.to_string(), Value::String(value));
+    }
+}
+
+/// Whether a tenant's read-only copy of a super object is exactly `desired` (ignoring what the
+/// API server sets and status, which a create or replace does not write): a tenant's edit,
+/// even a field added, makes it differ and is reverted.
+pub fn same_copy(actual: &Value, desired: &Value) -> bool {
+    let (Some(a), Some(d)) = (actual.as_object(), desired.as_object()) else {
+        return false;
+    };
+    let body = |m: &Map<String, Value>| -> Vec<(String, Value)> {
+        m.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let mut ab = body(a);
+    let mut db = body(d);
+    ab.sort_by(|x, y| x.0.cmp(&y.0));
+    db.sort_by(|x, y| x.0.cmp(&y.0));
+    let empty = Value::Object(Map::new());
+    let meta = |v: &Value, key: &str| -> Value {
+        v.get("metadata")
+            .and_then(|m| m.get(key))
+            .cloned()
+            .unwrap_or_else(|| empty.clone())
+    };
+    ab == db
+        && meta(actual, "labels") == meta(desired, "labels")
+        && meta(actual, "annotations") == meta(desired, "annotations")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn holds_ignores_what_others_added() {
+        let actual =
+            json!({"spec": {"a": 1, "b": [{"name": "x", "v": 1}, {"name": "y"}]}, "status": {}});
+        assert!(holds(
+            &actual,
+            &json!({"spec": {"a": 1, "b": [{"name": "x"}]}})
+        ));
+        assert!(!holds(&actual, &json!({"spec": {"a": 2}})));
+        assert!(!holds(&actual, &json!({"spec": {"c": 1}})));
+        assert!(!holds(&actual, &json!({"spec": {"b": [{"name": "z"}]}})));
+    }
+
+    #[test]
+    fn copies_differ_on_any_edit() {
+        let desired = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"l": "1"}}, "p": 1});
+        let mut actual = desired.clone();
+        actual["metadata"]["uid"] = json!("u");
+        actual["status"] = json!({"s": 1});
+        assert!(same_copy(&actual, &desired));
+        actual["q"] = json!(2);
+        assert!(!same_copy(&actual, &desired));
+        let mut relabelled = desired.clone();
+        relabelled["metadata"]["labels"]["l"] = json!("2");
+        assert!(!same_copy(&relabelled, &desired));
+    }
+
+    #[test]
+    fn digests_are_stable_and_short() {
+        let d = digest(&json!({"a": 1}));
+        assert_eq!(d.len(), 16);
+        assert_eq!(d, digest(&json!({"a": 1})));
+        assert_ne!(d, digest(&json!({"a": 2})));
+        let mut reordered = serde_json::Map::new();
+        reordered.insert("b".into(), json!(2));
+        reordered.insert("a".into(), json!(1));
+        assert_eq!(
+            digest(&json!({"a": 1, "b": 2})),
+            digest(&Value::Object(reordered))
+        );
+    }
+}

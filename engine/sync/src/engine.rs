@@ -1,0 +1,508 @@
+//! The engine's state: the super cluster's caches, every running tenant, the queues, and how
+//! watch events become keys.
+//!
+//! ```text
+//!  super watchers ─▶ route_super (label ferry.dev/tenant, or every tenant for fromSuper) ─┐
+//!  tenant watchers ─▶ key (tenant, kind, namespace, name) ────────────────────────────────┴▶ Queues
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use ferry_core::naming::{NameMap, Tenant};
+use ferry_core::policy::{Direction, Policy, Resource, Scope};
+use ferry_core::sandbox::Sandbox;
+use ferry_core::translate::{
+    ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, LABEL_FROM_SUPER, LABEL_TENANT,
+};
+use kube::core::GroupVersionKind;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cache::{self, key_of, Cache, OnChange};
+use crate::compare::{annotation, deleting, label};
+use crate::metrics::Metrics;
+use crate::queue::{Key, Kind, Queues};
+use crate::refs::RefIndex;
+use crate::write::Writer;
+
+/// What the whole engine shares.
+pub struct Shared {
+    /// The approved kinds.
+    pub policy: Arc<Policy>,
+    /// Where transforms run.
+    pub sandbox: Arc<Sandbox>,
+    /// Writes into the super cluster.
+    pub writer: Writer,
+    /// The super cluster's caches, one per policy entry: ferry's copies (label
+    /// `ferry.dev/tenant`) for toSuper kinds, the selected objects for fromSuper kinds.
+    pub caches: Vec<Arc<Cache>>,
+    /// The super namespaces ferry owns.
+    pub namespaces: Arc<Cache>,
+    /// Running tenants.
+    pub tenants: RwLock<BTreeMap<Arc<str>, Arc<TenantState>>>,
+    /// Work.
+    pub queues: Arc<Queues>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Whether this replica may write.
+    pub leader: watch::Receiver<bool>,
+    /// Consecutive failures per key, for the retry backoff.
+    pub failures: Mutex<HashMap<Key, u32>>,
+    watchers: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for task in &self.watchers {
+            task.abort();
+        }
+    }
+}
+
+/// The group/version/kind of a policy entry.
+pub fn gvk_of(resource: &Resource) -> GroupVersionKind {
+    GroupVersionKind::gvk(
+        &resource.group_kind.group,
+        resource.version(),
+        &resource.group_kind.kind,
+    )
+}
+
+fn namespace_gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("", "v1", "Namespace")
+}
+
+/// A label selector in the API's string syntax.
+pub fn selector_string(selector: &ferry_core::policy::LabelSelector) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for r in &selector.match_expressions {
+        parts.push(match r.operator.as_str() {
+            "In" => format!("{} in ({})", r.key, r.values.join(",")),
+            "NotIn" => format!("{} notin ({})", r.key, r.values.join(",")),
+            "Exists" => r.key.clone(),
+            _ => format!("!{}", r.key),
+        });
+    }
+    parts.join(",")
+}
+
+/// The key of a super object for the tenant it belongs to (toSuper copies and namespaces),
+/// read from its ownership metadata.
+fn owned_key(kind: Kind, namespaced: bool, object: &Value) -> Option<Key> {
+    let tenant = label(object, LABEL_TENANT)?;
+    let (namespace, name) = match kind {
+        Kind::Namespace => (
+            String::new(),
+            annotation(object, ANN_TENANT_NAMESPACE)?.to_string(),
+        ),
+        Kind::Resource(_) => (
+            if namespaced {
+                annotation(object, ANN_TENANT_NAMESPACE)?.to_string()
+            } else {
+                String::new()
+            },
+            annotation(object, ANN_TENANT_NAME)?.to_string(),
+        ),
+    };
+    Some(Key {
+        tenant: tenant.into(),
+        kind,
+        namespace,
+        name,
+    })
+}
+
+/// Queues what a change of a super object means for tenants.
+fn route_super(queues: &Queues, kind: Kind, resource: Option<&Resource>, object: &Value) {
+    match resource {
+        Some(r) if r.direction == Direction::FromSuper => {
+            let Some((namespace, name)) = key_of(object) else {
+                return;
+            };
+            for tenant in queues.tenants() {
+                queues.add(Key {
+                    tenant,
+                    kind,
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                });
+            }
+        }
+        _ => {
+            let namespaced = resource.is_none_or(|r| r.scope == Scope::Namespaced);
+            if let Some(key) = owned_key(kind, namespaced, object) {
+                queues.add(key);
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Starts the super cluster's watchers.
+    pub fn new(
+        policy: Arc<Policy>,
+        sandbox: Arc<Sandbox>,
+        client: Client,
+        metrics: Arc<Metrics>,
+        leader: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        let queues = Arc::new(Queues::default());
+        let mut watchers = Vec::new();
+        let mut caches = Vec::new();
+        for (idx, resource) in policy.resources.iter().enumerate() {
+            let cache = Arc::new(Cache::new(format!("super {}", resource.group_kind)));
+            let labels = match resource.direction {
+                Direction::ToSuper => Some(LABEL_TENANT.to_string()),
+                Direction::FromSuper => resource.selector.as_ref().map(selector_string),
+            };
+            let on_change: OnChange = {
+                let queues = queues.clone();
+                let policy = policy.clone();
+                Arc::new(move |object: &Value| {
+                    route_super(
+                        &queues,
+                        Kind::Resource(idx),
+                        policy.resources.get(idx),
+                        object,
+                    )
+                })
+            };
+            watchers.push(tokio::spawn(cache::run(
+                client.clone(),
+                gvk_of(resource),
+                labels,
+                cache.clone(),
+                on_change,
+            )));
+            caches.push(cache);
+        }
+        let namespaces = Arc::new(Cache::new("super Namespace".into()));
+        let on_change: OnChange = {
+            let queues = queues.clone();
+            Arc::new(move |object: &Value| route_super(&queues, Kind::Namespace, None, object))
+        };
+        watchers.push(tokio::spawn(cache::run(
+            client.clone(),
+            namespace_gvk(),
+            Some(LABEL_TENANT.to_string()),
+            namespaces.clone(),
+            on_change,
+        )));
+        Arc::new(Self {
+            writer: Writer::new(client, "super", metrics.clone(), leader.clone()),
+            policy,
+            sandbox,
+            caches,
+            namespaces,
+            tenants: RwLock::default(),
+            queues,
+            metrics,
+            leader,
+            failures: Mutex::default(),
+            watchers,
+        })
+    }
+
+    /// A running tenant.
+    pub fn tenant(&self, name: &str) -> Option<Arc<TenantState>> {
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every running tenant.
+    pub fn all_tenants(&self) -> Vec<Arc<TenantState>> {
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the super cluster's caches are listed.
+    pub fn ready(&self) -> bool {
+        self.namespaces.ready() && self.caches.iter().all(|c| c.ready())
+    }
+
+    /// Queues every key of `tenant`: its objects, ferry's copies of them, the public super
+    /// objects, its namespaces and their super namespaces. The patrol and leadership changes
+    /// call this; the reconciler then finds drift and orphans.
+    pub fn resync(&self, tenant: &TenantState) {
+        let name = tenant.name.clone();
+        let queue = |kind: Kind, namespace: String, name_: String| {
+            self.queues.add(Key {
+                tenant: name.clone(),
+                kind,
+                namespace,
+                name: name_,
+            })
+        };
+        for (idx, resource) in self.policy.resources.iter().enumerate() {
+            let kind = Kind::Resource(idx);
+            for object in tenant.caches[idx].values() {
+                if let Some((ns, n)) = key_of(&object) {
+                    queue(kind, ns, n);
+                }
+            }
+            for object in self.caches[idx].values() {
+                match resource.direction {
+                    Direction::FromSuper => {
+                        if let Some((ns, n)) = key_of(&object) {
+                            queue(kind, ns, n);
+                        }
+                    }
+                    Direction::ToSuper => {
+                        let namespaced = resource.scope == Scope::Namespaced;
+                        if let Some(key) = owned_key(kind, namespaced, &object) {
+                            if key.tenant == name {
+                                self.queues.add(key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for object in tenant.namespaces.values() {
+            if let Some((_, n)) = key_of(&object) {
+                queue(Kind::Namespace, String::new(), n);
+            }
+        }
+        for object in self.namespaces.values() {
+            if let Some(key) = owned_key(Kind::Namespace, false, &object) {
+                if key.tenant == name {
+                    self.queues.add(key);
+                }
+            }
+        }
+    }
+}
+
+/// What a tenant remembers between reconciles. Lost on restart by design: everything here can
+/// be recomputed from the clusters.
+#[derive(Default)]
+pub struct Memory {
+    /// The last refusal of each key (an Event is published only when it changes).
+    pub refusals: HashMap<Key, String>,
+    /// What ferry last wrote for a key, per part (`down`, `status`, `object`, `copy`): the
+    /// digest of the desired state and the resourceVersion the write produced. When the object
+    /// is still at that version, it holds what ferry wrote even if the API server normalised
+    /// it (pruned unknown fields, defaulted others), so no write loop can start.
+    pub written: HashMap<(Key, &'static str), (String, String)>,
+    /// References to dependencies.
+    pub refs: RefIndex,
+    /// Keys ferry keeps in sync.
+    pub synced: HashSet<Key>,
+}
+
+/// One running tenant.
+pub struct TenantState {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its kubeconfig (a change restarts the tenant).
+    pub kubeconfig: PathBuf,
+    /// Writes into the tenant.
+    pub writer: Writer,
+    /// The tenant's caches, one per policy entry: every object of toSuper kinds, ferry's
+    /// copies (label `ferry.dev/from-super=true`) of fromSuper kinds.
+    pub caches: Vec<Arc<Cache>>,
+    /// The tenant's namespaces.
+    pub namespaces: Arc<Cache>,
+    /// Publishes Events on tenant objects.
+    pub recorder: Recorder,
+    names: RwLock<NameMap>,
+    memory: Mutex<Memory>,
+    primed: AtomicBool,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for TenantState {
+    fn drop(&mut self) {
+        for task in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            task.abort();
+        }
+    }
+}
+
+impl TenantState {
+    /// Starts the watchers of a tenant. Its queue stays closed until [`prime`] opens it.
+    pub fn start(
+        shared: &Shared,
+        tenant: Tenant,
+        client: Client,
+        kubeconfig: PathBuf,
+        identity: &str,
+    ) -> Arc<Self> {
+        let name: Arc<str> = tenant.as_str().into();
+        shared.queues.add_tenant(name.clone());
+        let mut tasks = Vec::new();
+        let mut caches = Vec::new();
+        for (idx, resource) in shared.policy.resources.iter().enumerate() {
+            let cache = Arc::new(Cache::new(format!("{name} {}", resource.group_kind)));
+            let labels = match resource.direction {
+                Direction::ToSuper => None,
+                Direction::FromSuper => Some(format!("{LABEL_FROM_SUPER}=true")),
+            };
+            let on_change: OnChange = {
+                let queues = shared.queues.clone();
+                let name = name.clone();
+                Arc::new(move |object: &Value| {
+                    if let Some((namespace, n)) = key_of(object) {
+                        queues.add(Key {
+                            tenant: name.clone(),
+                            kind: Kind::Resource(idx),
+                            namespace,
+                            name: n,
+                        });
+                    }
+                })
+            };
+            tasks.push(tokio::spawn(cache::run(
+                client.clone(),
+                gvk_of(resource),
+                labels,
+                cache.clone(),
+                on_change,
+            )));
+            caches.push(cache);
+        }
+        let namespaces = Arc::new(Cache::new(format!("{name} Namespace")));
+        let on_change: OnChange = {
+            let queues = shared.queues.clone();
+            let name = name.clone();
+            Arc::new(move |object: &Value| {
+                if let Some((_, n)) = key_of(object) {
+                    queues.add(Key {
+                        tenant: name.clone(),
+                        kind: Kind::Namespace,
+                        namespace: String::new(),
+                        name: n,
+                    });
+                }
+            })
+        };
+        tasks.push(tokio::spawn(cache::run(
+            client.clone(),
+            namespace_gvk(),
+            None,
+            namespaces.clone(),
+            on_change,
+        )));
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "ferry".into(),
+                instance: Some(identity.to_string()),
+            },
+        );
+        Arc::new(Self {
+            writer: Writer::new(
+                client,
+                tenant.as_str(),
+                shared.metrics.clone(),
+                shared.leader.clone(),
+            ),
+            names: RwLock::new(NameMap::new(tenant)),
+            name,
+            kubeconfig,
+            caches,
+            namespaces,
+            recorder,
+            memory: Mutex::default(),
+            primed: AtomicBool::new(false),
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// The tenant's naming map (with the hashed names it has learnt).
+    pub fn names(&self) -> NameMap {
+        self.names.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Learns a tenant namespace, so that its hashed super name can be inverted.
+    pub fn learn(&self, namespace: &str) {
+        let known = {
+            let names = self.names.read().unwrap_or_else(|e| e.into_inner());
+            names.to_tenant(&names.to_super(namespace)).as_deref() == Some(namespace)
+        };
+        if !known {
+            self.names
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .learn(namespace);
+        }
+    }
+
+    /// The tenant's memory.
+    pub fn memory(&self) -> MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the tenant's caches are listed and its references recorded.
+    pub fn primed(&self) -> bool {
+        self.primed.load(Ordering::Acquire)
+    }
+
+    /// Whether the tenant's caches are listed.
+    pub fn listed(&self) -> bool {
+        self.namespaces.ready() && self.caches.iter().all(|c| c.ready())
+    }
+
+    /// Keeps a task of this tenant (aborted with it).
+    pub fn own(&self, task: JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+    }
+}
+
+/// Waits for the tenant's and the super cluster's caches, records which dependencies the
+/// tenant's objects reference (so that no dependency is collected for want of a referrer
+/// not yet seen), then opens the tenant's queue with every key in it.
+pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
+    while !(tenant.listed() && shared.ready()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let has_dependencies = shared.policy.resources.iter().any(|r| r.dependency);
+    if has_dependencies {
+        for (idx, resource) in shared.policy.resources.iter().enumerate() {
+            if resource.direction != Direction::ToSuper || resource.dependency {
+                continue;
+            }
+            for object in tenant.caches[idx].values() {
+                if deleting(&object) {
+                    continue;
+                }
+                let Some((namespace, name)) = key_of(&object) else {
+                    continue;
+                };
+                let key = Key {
+                    tenant: tenant.name.clone(),
+                    kind: Kind::Resource(idx),
+                    namespace,
+                    name,
+                };
+                let reconciler = crate::reconcile::Reconciler::new(&shared, &tenant);
+                reconciler.record_references(&key, &object).await;
+            }
+        }
+    }
+    tenant.primed.store(true, Ordering::Release);
+    shared.resync(&tenant);
+    shared.queues.open(&tenant.name);
+    tracing::info!(tenant = %tenant.name, "tenant listed; syncing");
+}

@@ -1,0 +1,181 @@
+//! Prometheus metrics and the small HTTP endpoint that serves them with `/healthz` and
+//! `/readyz`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Label pairs.
+pub type Labels = Vec<(String, String)>;
+
+/// Labels from `(name, value)` pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Every metric ferry exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Writes ferry made, by cluster (`super` or the tenant) and verb.
+    pub writes: Family<Labels, Counter>,
+    /// Objects ferry keeps in sync, by tenant and kind.
+    pub synced: Family<Labels, Gauge>,
+    /// Keys waiting, by tenant.
+    pub queue_depth: Family<Labels, Gauge>,
+    /// From a change being noticed to the write that follows it, in seconds.
+    pub sync_latency: Histogram,
+    /// Refused objects, by tenant and reason.
+    pub refusals: Family<Labels, Counter>,
+    /// Time spent translating objects of kinds with transforms, in seconds.
+    pub transform_time: Histogram,
+    /// Reconciles that failed and will be retried, by tenant.
+    pub errors: Family<Labels, Counter>,
+    /// 1 while this replica holds the lease (or leader election is off).
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ferry");
+        let writes = Family::<Labels, Counter>::default();
+        let synced = Family::<Labels, Gauge>::default();
+        let queue_depth = Family::<Labels, Gauge>::default();
+        let sync_latency = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let refusals = Family::<Labels, Counter>::default();
+        let transform_time = Histogram::new(exponential_buckets(0.00002, 2.0, 16));
+        let errors = Family::<Labels, Counter>::default();
+        let leader = Gauge::default();
+        registry.register("writes", "Writes made, by cluster and verb", writes.clone());
+        registry.register(
+            "synced_objects",
+            "Objects kept in sync, by tenant and kind",
+            synced.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Keys waiting, by tenant",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "sync_latency_seconds",
+            "From a change being noticed to the write that follows it",
+            sync_latency.clone(),
+        );
+        registry.register(
+            "refusals",
+            "Objects refused, by tenant and reason",
+            refusals.clone(),
+        );
+        registry.register(
+            "transform_seconds",
+            "Time translating objects of kinds with transforms",
+            transform_time.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed and are retried, by tenant",
+            errors.clone(),
+        );
+        registry.register("leader", "1 while this replica may write", leader.clone());
+        Self {
+            registry,
+            writes,
+            synced,
+            queue_depth,
+            sync_latency,
+            refusals,
+            transform_time,
+            errors,
+            leader,
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// What `/readyz` reports: ready or not, and why.
+pub type Readiness = Arc<dyn Fn() -> (bool, String) + Send + Sync>;
+
+/// Binds `address` and serves `/metrics`, `/healthz` and `/readyz` until the task is aborted.
+pub async fn serve(
+    address: SocketAddr,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let metrics = metrics.clone();
+            let readiness = readiness.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut len = 0;
+                // The request line is all that matters; read until the end of the headers.
+                while len < buf.len() {
+                    match tokio::time::timeout(
+                        std::time::Duration::from_secs(5),
+                        stream.read(&mut buf[len..]),
+                    )
+                    .await
+                    {
+                        Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
+                        Ok(Ok(n)) => len += n,
+                    }
+                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let request = String::from_utf8_lossy(&buf[..len]);
+                let path = request.split_whitespace().nth(1).unwrap_or("/");
+                let path = path.split('?').next().unwrap_or(path);
+                let (status, content_type, body) = match path {
+                    "/metrics" => (
+                        "200 OK",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        metrics.render(),
+                    ),
+                    "/healthz" | "/livez" => ("200 OK", "text/plain", "ok\n".to_string()),
+                    "/readyz" => match readiness() {
+                        (true, why) => ("200 OK", "text/plain", format!("ok\n{why}")),
+                        (false, why) => (
+                            "503 Service Unavailable",
+                            "text/plain",
+                            format!("not ready\n{why}"),
+                        ),
+                    },
+                    _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok((bound, task))
+}

@@ -1,0 +1,86 @@
+//! Which dependencies (kinds approved with `dependency: true`) are referenced, and by whom.
+//! A dependency is synced while at least one synced object references it.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::queue::Key;
+
+/// A dependency: the policy entry of its kind, its tenant namespace and name.
+pub type Target = (usize, String, String);
+
+/// The references of one tenant's objects to dependencies.
+#[derive(Default)]
+pub struct RefIndex {
+    by_target: HashMap<Target, HashSet<Key>>,
+    by_referrer: HashMap<Key, Vec<Target>>,
+}
+
+impl RefIndex {
+    /// Records that `referrer` now references exactly `targets`; returns the targets whose
+    /// referenced-ness may have changed (added or dropped).
+    pub fn set(&mut self, referrer: &Key, targets: Vec<Target>) -> Vec<Target> {
+        let old = self.by_referrer.remove(referrer).unwrap_or_default();
+        let mut changed = Vec::new();
+        for t in &old {
+            if !targets.contains(t) {
+                if let Some(set) = self.by_target.get_mut(t) {
+                    set.remove(referrer);
+                    if set.is_empty() {
+                        self.by_target.remove(t);
+                    }
+                }
+                changed.push(t.clone());
+            }
+        }
+        for t in &targets {
+            if !old.contains(t) {
+                self.by_target
+                    .entry(t.clone())
+                    .or_default()
+                    .insert(referrer.clone());
+                changed.push(t.clone());
+            }
+        }
+        if !targets.is_empty() {
+            self.by_referrer.insert(referrer.clone(), targets);
+        }
+        changed
+    }
+
+    /// Whether anything references `target`.
+    pub fn is_referenced(&self, target: &Target) -> bool {
+        self.by_target.contains_key(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Kind;
+
+    fn key(name: &str) -> Key {
+        Key {
+            tenant: "a".into(),
+            kind: Kind::Resource(1),
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_target_lives_while_referenced() {
+        let mut index = RefIndex::default();
+        let secret: Target = (0, "ns".into(), "creds".into());
+        assert_eq!(
+            index.set(&key("db1"), vec![secret.clone()]),
+            vec![secret.clone()]
+        );
+        assert!(index
+            .set(&key("db2"), vec![secret.clone()])
+            .contains(&secret));
+        assert_eq!(index.set(&key("db1"), vec![]), vec![secret.clone()]);
+        assert!(index.is_referenced(&secret));
+        index.set(&key("db2"), vec![]);
+        assert!(!index.is_referenced(&secret));
+    }
+}

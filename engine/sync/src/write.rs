@@ -1,0 +1,227 @@
+//! Every write ferry makes, in one place: counted by cluster and verb, refused when this
+//! replica is not the leader.
+
+use std::sync::Arc;
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+};
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::metrics::{labels, Metrics};
+
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "ferry";
+
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or failed it.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// This replica lost the lease.
+    #[error("not the leader: writes are left to the replica holding the lease")]
+    NotLeader,
+    /// An object could not be read as a Kubernetes object.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// The HTTP status the API server answered, if it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Error::Api(kube::Error::Api(s)) => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with this module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Writes into one cluster.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    cluster: String,
+    metrics: Arc<Metrics>,
+    leader: watch::Receiver<bool>,
+}
+
+fn object(value: &Value) -> Result<DynamicObject> {
+    serde_json::from_value(value.clone()).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+fn value(object: DynamicObject, resource: &ApiResource) -> Value {
+    match serde_json::to_value(object) {
+        Ok(Value::Object(fields)) => Value::Object(crate::cache::normalise(fields, resource)),
+        _ => Value::Null,
+    }
+}
+
+impl Writer {
+    /// A writer into the cluster of `client`, named `cluster` in metrics.
+    pub fn new(
+        client: Client,
+        cluster: &str,
+        metrics: Arc<Metrics>,
+        leader: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            client,
+            cluster: cluster.to_string(),
+            metrics,
+            leader,
+        }
+    }
+
+    /// The client (for reads).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+        if namespace.is_empty() {
+            Api::all_with(self.client.clone(), resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, resource)
+        }
+    }
+
+    fn allowed(&self) -> Result<()> {
+        if *self.leader.borrow() {
+            Ok(())
+        } else {
+            Err(Error::NotLeader)
+        }
+    }
+
+    fn count(&self, verb: &str, what: &str) {
+        tracing::debug!(cluster = %self.cluster, verb, object = what, "wrote");
+        self.metrics
+            .writes
+            .get_or_create(&labels(&[("cluster", &self.cluster), ("verb", verb)]))
+            .inc();
+    }
+
+    /// Reads an object (not a write; here because the reconciler reads through the writer
+    /// when its cache may be behind).
+    pub async fn get(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>> {
+        let found = self.api(resource, namespace).get_opt(name).await?;
+        Ok(found.map(|o| value(o, resource)))
+    }
+
+    /// Server-side applies `desired` (field manager `ferry`, forcing conflicts: ferry is the
+    /// authority on the fields it sets).
+    pub async fn apply(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
+        self.allowed()?;
+        let o = object(desired)?;
+        let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let out = self
+            .api(resource, &namespace)
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&o),
+            )
+            .await?;
+        self.count("apply", &format!("{} {namespace}/{name}", resource.kind));
+        Ok(value(out, resource))
+    }
+
+    /// Server-side applies `desired` through the status subresource.
+    pub async fn apply_status(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
+        self.allowed()?;
+        let o = object(desired)?;
+        let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let out = self
+            .api(resource, &namespace)
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&o),
+            )
+            .await?;
+        self.count(
+            "apply-status",
+            &format!("{} {namespace}/{name}", resource.kind),
+        );
+        Ok(value(out, resource))
+    }
+
+    /// Creates `desired`.
+    pub async fn create(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
+        self.allowed()?;
+        let o = object(desired)?;
+        let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let out = self.api(resource, &namespace).create(&params, &o).await?;
+        self.count(
+            "create",
+            &format!(
+                "{} {namespace}/{}",
+                resource.kind,
+                o.metadata.name.as_deref().unwrap_or("")
+            ),
+        );
+        Ok(value(out, resource))
+    }
+
+    /// Replaces an object with `desired`, whose resourceVersion guards the write.
+    pub async fn replace(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
+        self.allowed()?;
+        let o = object(desired)?;
+        let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let out = self
+            .api(resource, &namespace)
+            .replace(&name, &params, &o)
+            .await?;
+        self.count("replace", &format!("{} {namespace}/{name}", resource.kind));
+        Ok(value(out, resource))
+    }
+
+    /// Deletes an object if it still has `uid`. Gone already is success; another uid (the
+    /// object was replaced meanwhile) is a conflict error.
+    pub async fn delete(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<()> {
+        self.allowed()?;
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match self.api(resource, namespace).delete(name, &params).await {
+            Ok(_) => {
+                self.count("delete", &format!("{} {namespace}/{name}", resource.kind));
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Running `ferry run` in tests and the demo: configuration files, the restricted identity of
+//! `ferry rbac`, the process itself, its metrics, and waiting for conditions.
+//!
+//! ```text
+//!  Identity::Admin | Identity::Rbac ─▶ kubeconfigs (Rbac: impersonate user ferry-e2e, bound
+//!                                      to exactly the ClusterRoles `ferry rbac` prints)
+//!  SyncConfig ─▶ Ferry::start (child process) ─▶ /readyz, /metrics ─▶ Ferry::stop (SIGTERM)
+//! ```
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{clusters_dir, root, unique};
+
+/// The user ferry runs as under [`Identity::Rbac`].
+pub const RBAC_USER: &str = "ferry-e2e";
+
+/// Whom ferry runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// The harness's admin (system:masters).
+    Admin,
+    /// A user bound only to the ClusterRoles `ferry rbac --policy policies` prints.
+    Rbac,
+}
+
+/// A scratch directory under `target/` for one test's files.
+pub fn scratch(prefix: &str) -> Result<PathBuf> {
+    let dir = root().join("target/e2e").join(unique(prefix));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// The kubeconfig of `cluster` for `identity`, written into `dir` when it must differ from
+/// the harness's.
+pub fn kubeconfig(cluster: &str, identity: Identity, dir: &Path) -> Result<PathBuf> {
+    let admin = clusters_dir().join(format!("{cluster}.kubeconfig"));
+    if identity == Identity::Admin {
+        return Ok(admin);
+    }
+    let text =
+        std::fs::read_to_string(&admin).with_context(|| format!("reading {}", admin.display()))?;
+    let mut config: serde_yaml::Value = serde_yaml::from_str(&text)?;
+    let users = config
+        .get_mut("users")
+        .and_then(|u| u.as_sequence_mut())
+        .context("kubeconfig has no users")?;
+    for user in users {
+        if let Some(u) = user.get_mut("user").and_then(|u| u.as_mapping_mut()) {
+            u.insert("as".into(), RBAC_USER.into());
+        }
+    }
+    let path = dir.join(format!("{cluster}-{RBAC_USER}.kubeconfig"));
+    std::fs::write(&path, serde_yaml::to_string(&config)?)?;
+    Ok(path)
+}
+
+/// Installs the ClusterRoles `ferry rbac` prints for `policy`, bound to [`RBAC_USER`]:
+/// `ferry-super` in the super cluster, `ferry-tenant` in each tenant.
+pub async fn install_rbac(ferry: &Path, policy: &Path, clusters: &crate::Clusters) -> Result<()> {
+    let out = Command::new(ferry)
+        .args(["rbac", "--policy"])
+        .arg(policy)
+        .output()
+        .context("running ferry rbac")?;
+    if !out.status.success() {
+        bail!(
+            "ferry rbac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let mut roles = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc)?;
+        if !v.is_null() {
+            roles.push(v);
+        }
+    }
+    let targets = std::iter::once(("ferry-super", &clusters.super_cluster))
+        .chain(clusters.tenants.values().map(|c| ("ferry-tenant", c)));
+    for (role_name, client) in targets {
+        let role = roles
+            .iter()
+            .find(|r| r["metadata"]["name"] == role_name)
+            .with_context(|| format!("ferry rbac printed no {role_name}"))?;
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{role_name}-{RBAC_USER}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": RBAC_USER}],
+        });
+        for (kind, object) in [("ClusterRole", role), ("ClusterRoleBinding", &binding)] {
+            let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+            let api: Api<DynamicObject> =
+                Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            api.patch(
+                name,
+                &PatchParams::apply("ferry-testkit").force(),
+                &Patch::Apply(object),
+            )
+            .await
+            .with_context(|| format!("applying {kind} {name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A free loopback port.
+pub fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// What goes into a SyncConfig.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The policy file or directory.
+    pub policy: PathBuf,
+    /// Tenant names (each with a kubeconfig in the clusters directory).
+    pub tenants: Vec<String>,
+    /// The patrol interval, as the file writes it.
+    pub patrol: String,
+    /// Leader election on.
+    pub leader_election: bool,
+    /// The Lease's name (tests use their own).
+    pub lease: String,
+    /// Whom ferry runs as.
+    pub identity: Identity,
+}
+
+impl Settings {
+    /// `policies/`, the given tenants, a 2 s patrol, no leader election.
+    pub fn new(tenants: &[&str], identity: Identity) -> Self {
+        Self {
+            policy: root().join("policies"),
+            tenants: tenants.iter().map(|t| t.to_string()).collect(),
+            patrol: "2s".into(),
+            leader_election: false,
+            lease: unique("ferry"),
+            identity,
+        }
+    }
+}
+
+/// Writes a SyncConfig into `dir` (as `ferry.yaml`) serving metrics on `port`.
+pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBuf> {
+    let super_kubeconfig = kubeconfig("super", settings.identity, dir)?;
+    let mut tenants = Vec::new();
+    for t in &settings.tenants {
+        tenants.push(json!({"name": t, "kubeconfig": kubeconfig(t, settings.identity, dir)?}));
+    }
+    let config = json!({
+        "apiVersion": "ferry.dev/v1alpha1",
+        "kind": "SyncConfig",
+        "spec": {
+            "policy": settings.policy,
+            "super": {"kubeconfig": super_kubeconfig},
+            "tenants": tenants,
+            "patrolInterval": settings.patrol,
+            "leaderElection": {"enabled": settings.leader_election, "namespace": "ferry-system", "lease": settings.lease},
+            "metrics": {"address": format!("127.0.0.1:{port}")},
+        }
+    });
+    let path = dir.join("ferry.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&config)?)?;
+    Ok(path)
+}
+
+/// A running `ferry run`.
+pub struct Ferry {
+    child: Option<Child>,
+    /// Where its metrics are served.
+    pub address: SocketAddr,
+    /// Its configuration file.
+    pub config: PathBuf,
+    log: PathBuf,
+}
+
+impl Ferry {
+    /// Starts `ferry run --config <dir>/ferry.yaml` (written from `settings`), logging into
+    /// `<dir>/<log_name>`.
+    pub fn start(ferry: &Path, dir: &Path, settings: &Settings, log_name: &str) -> Result<Self> {
+        let port = free_port()?;
+        let config = write_config(dir, settings, port)?;
+        let log = dir.join(log_name);
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(ferry)
+            .args(["run", "--verbose", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", ferry.display()))?;
+        Ok(Self {
+            child: Some(child),
+            address: SocketAddr::from(([127, 0, 0, 1], port)),
+            config,
+            log,
+        })
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GETs `path` from the metrics endpoint: status code and body.
+    pub async fn get(&self, path: &str) -> Result<(u16, String)> {
+        let mut stream = tokio::net::TcpStream::connect(self.address).await?;
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: ferry\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await?;
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        Ok((code, body.to_string()))
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    bail!(
+                        "ferry exited ({status}) before it was ready:\n{}",
+                        self.log()
+                    );
+                }
+            }
+            if let Ok((200, _)) = self.get("/readyz").await {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("ferry not ready after 60s:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The sum of every sample of metric `name` whose labels include `labels`.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Result<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        Ok(sum_metric(&body, name, labels))
+    }
+
+    /// Stops it with SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                if !status.success() {
+                    bail!("ferry exited with {status}:\n{}", self.log());
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("ferry did not stop within 20s of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Ferry {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sums the samples of `name` in Prometheus text whose labels include every pair of `labels`.
+pub fn sum_metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = match series.split_once('{') {
+                Some((m, r)) => (m, r),
+                None => (series, ""),
+            };
+            if metric != name {
+                return None;
+            }
+            let all = labels
+                .iter()
+                .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            all.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// Polls `check` until it returns `Some`, or fails after `timeout` saying what it waited for.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_error = Some(e),
+        }
+        if Instant::now() > deadline {
+            match last_error {
+                Some(e) => bail!("{what}: not within {timeout:?} (last error: {e:#})"),
+                None => bail!("{what}: not within {timeout:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A dynamic API for `kind` of `group/version` in `namespace` (empty: cluster-wide).
+pub fn api(client: &Client, api_version: &str, kind: &str, namespace: &str) -> Api<DynamicObject> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let plural = match kind {
+        "StorageClass" => "storageclasses".to_string(),
+        "DatabaseClass" => "databaseclasses".to_string(),
+        k => format!("{}s", k.to_ascii_lowercase()),
+    };
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+    if namespace.is_empty() {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), namespace, &resource)
+    }
+}
