@@ -306,6 +306,15 @@ pub fn up(tenants: &[String]) -> Result<()> {
 pub fn down() -> Result<()> {
     let dir = clusters_dir();
     let mut pids = Vec::new();
+    // A ferry left running by `cargo xtask demo --keep` goes first.
+    let demo = root().join("target/demo/ferry.pid");
+    if let Some(pid) = fs::read_to_string(&demo)
+        .ok()
+        .and_then(|p| p.trim().parse::<u64>().ok())
+    {
+        pids.push(pid);
+        let _ = fs::remove_file(&demo);
+    }
     if let Some(state) = read_state() {
         if let Some(pid) = state["etcd"]["pid"].as_u64() {
             pids.push(pid);

@@ -1,75 +1,43 @@
-//! `cargo xtask demo`: the ferry tour. Until the live engine lands this is the offline tour:
-//! the example policies are checked, then examples are translated down and up with
-//! `--explain`, a refused object shown, and a summary printed.
-
-use std::process::Command;
+//! `cargo xtask demo`: the main job. Starts the local control planes (super, team-a, team-b),
+//! builds ferry, then runs the demo driver (`engine/testkit/src/bin/ferry-demo.rs`), which
+//! installs the sample CRDs, starts `ferry run` with `policies/`, creates sample objects and
+//! shows what crosses. `--keep` leaves the control planes and ferry running to explore.
 
 use anyhow::{bail, Result};
 
-use crate::controlplane::root;
-
-/// The tour: a title and the `ferry` arguments of each step.
-const STEPS: &[(&str, &str)] = &[
-    ("Check every policy, schema and transform", "check --policy policies"),
-    (
-        "A tenant Database goes down to the super cluster",
-        "translate --policy policies --tenant team-a -f testdata/database-down/input.yaml --explain",
-    ),
-    (
-        "Istio hosts rewritten by a Starlark transform",
-        "translate --policy policies --tenant team-a -f testdata/virtualservice/input.yaml --explain",
-    ),
-    (
-        "Status flows back up, unmapped",
-        "translate --policy policies --tenant team-a --to tenant -f testdata/database-up/input.yaml --explain",
-    ),
-    (
-        "A public StorageClass is copied into every tenant",
-        "translate --policy policies --tenant team-b --to tenant -f testdata/storageclass-from-super/input.yaml",
-    ),
-    (
-        "Refused: a kind nobody approved (the other documents still translate)",
-        "translate --policy policies --tenant team-a -f testdata/multi-doc-one-refused/input.yaml",
-    ),
-    (
-        "Refused: a transform that tries to allocate gigabytes",
-        "translate --policy testdata/hostile --tenant team-a -f testdata/transform-memory/input.yaml",
-    ),
-    ("The ClusterRoles ferry needs on each side", "rbac --policy policies"),
-];
+use crate::controlplane::{self, root};
 
 pub fn run(args: &[&str]) -> Result<()> {
-    if !args.is_empty() {
-        bail!("demo: unexpected arguments {args:?}");
+    let keep = match args {
+        [] => false,
+        ["--keep"] => true,
+        other => bail!("demo: unexpected arguments {other:?} (expected --keep)"),
+    };
+    println!("ferry demo: live sync between two tenant control planes and a super cluster");
+    println!("\nbuilding ferry and the demo driver…");
+    crate::cargo(&[
+        "build",
+        "-q",
+        "-p",
+        "ferry-cli",
+        "-p",
+        "ferry-testkit",
+        "--bins",
+    ])?;
+    controlplane::up(&["team-a".to_string(), "team-b".to_string()])?;
+    let target = root().join("target/debug");
+    let mut driver = std::process::Command::new(target.join("ferry-demo"));
+    driver.arg("--ferry").arg(target.join("ferry"));
+    if keep {
+        driver.arg("--keep");
     }
-    println!(
-        "ferry demo: the offline tour (live sync into local control planes comes with `ferry run`)"
-    );
-    println!("building ferry…");
-    crate::cargo(&["build", "-q", "-p", "ferry-cli"])?;
-    let ferry = root().join("target/debug/ferry");
-    let mut summary = Vec::new();
-    for (i, (title, args)) in STEPS.iter().enumerate() {
-        println!("\n── {}/{} {title} ──", i + 1, STEPS.len());
-        println!("$ ferry {args}");
-        let status = Command::new(&ferry)
-            .args(args.split_whitespace())
-            .current_dir(root())
-            .status()?;
-        summary.push((*title, status.code().unwrap_or(-1)));
+    let status = driver.current_dir(root()).status()?;
+    if !keep {
+        println!("\nstopping the control planes (keep them with `cargo xtask demo --keep`)");
+        controlplane::down()?;
     }
-    println!("\n{:<70} exit", "step");
-    for (title, code) in &summary {
-        let meaning = match code {
-            0 => "0 ok",
-            1 => "1 load error",
-            3 => "3 refused (as intended)",
-            _ => "unexpected",
-        };
-        println!("{title:<70} {meaning}");
-    }
-    if summary.iter().any(|(_, c)| !matches!(c, 0 | 3)) {
-        bail!("a demo step failed");
+    if !status.success() {
+        bail!("the demo failed ({status}); ferry's log is target/demo/ferry.log");
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! ```text
 //!  cargo xtask test              unit + golden + sandbox + e2e (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
-//!  cargo xtask demo              the tour: policies checked, examples translated and explained
+//!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
 //!  cargo xtask cluster up [--tenants a,b] | down
 //! ```
 
@@ -22,7 +22,7 @@ fn usage() -> ! {
          tasks:\n  \
          test                           run every test (starts local control planes)\n  \
          bench [--translate]            run benchmarks, write target/bench/report.json\n  \
-         demo                           the ferry tour\n  \
+         demo [--keep]                  live sync between local control planes, explained\n  \
          cluster up [--tenants a,b]     start etcd + kube-apiservers on 127.0.0.1\n  \
          cluster down                   stop them and remove their data"
     );

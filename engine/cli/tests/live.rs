@@ -1118,6 +1118,102 @@ async fn refusals_are_events(identity: Identity) -> Result<()> {
     env.finish(ferry).await
 }
 
+/// A kind approved before its CRD exists: reported, retried, and synced once served.
+async fn kind_served_later(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "served-later").await?;
+    let group = format!("{}.example.com", unique("e2e"));
+    let policy = env.dir.join("widgets.yaml");
+    std::fs::write(
+        &policy,
+        format!("apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: widgets}}\nspec:\n  resources:\n  - apiVersion: {group}/v1\n    kind: Widget\n    direction: toSuper\n"),
+    )?;
+    let mut settings = env.settings(&["team-a"]);
+    settings.policy = policy;
+    let ferry = env.start(&settings, "ferry.log").await?;
+    let (_, readyz) = ferry.get("/readyz").await?;
+    ensure!(
+        readyz.contains("Widget") && readyz.contains("not served"),
+        "{readyz}"
+    );
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    });
+    for client in [env.super_(), env.tenant("team-a")] {
+        create(&client, crd.clone()).await?;
+        until(
+            &client,
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "",
+            &format!("widgets.{group}"),
+            "CRD established",
+            |o| {
+                o["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            },
+        )
+        .await?;
+    }
+    let ns = env.namespace("team-a", "shop").await?;
+    let a = env.tenant("team-a");
+    let widget = json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w", "namespace": ns}, "size": 3});
+    let o: DynamicObject = serde_json::from_value(widget)?;
+    let widgets = |c: &Client, ns: &str| {
+        let gvk = kube::api::GroupVersionKind::gvk(&group, "v1", "Widget");
+        kube::Api::<DynamicObject>::namespaced_with(
+            c.clone(),
+            ns,
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+        )
+    };
+    widgets(&a, &ns).create(&PostParams::default(), &o).await?;
+    let s = env.super_();
+    let super_ns = format!("team-a-{ns}");
+    eventually(
+        "a kind served later syncs",
+        Duration::from_secs(30),
+        || async { Ok(widgets(&s, &super_ns).get_opt("w").await?) },
+    )
+    .await?;
+    let log = ferry.log();
+    ensure!(
+        log.contains("kind not served yet") && log.contains("kind is served now"),
+        "{log}"
+    );
+    for client in [env.super_(), env.tenant("team-a")] {
+        delete(
+            &client,
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "",
+            &format!("widgets.{group}"),
+        )
+        .await?;
+    }
+    env.finish(ferry).await
+}
+
+/// Scenarios whose policy is their own (the RBAC suite installs the roles of `policies/`).
+mod admin_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kind_served_later() {
+        super::kind_served_later(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+}
+
 macro_rules! scenarios {
     ($($name:ident),* $(,)?) => {
         /// As the harness's admin.

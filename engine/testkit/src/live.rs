@@ -265,6 +265,11 @@ impl Ferry {
         Ok(sum_metric(&body, name, labels))
     }
 
+    /// Leaves it running after this handle is gone; returns its pid.
+    pub fn detach(mut self) -> u32 {
+        self.child.take().map_or(0, |c| c.id())
+    }
+
     /// Stops it with SIGTERM and waits for a clean exit.
     pub fn stop(mut self) -> Result<()> {
         let Some(mut child) = self.child.take() else {
@@ -340,7 +345,7 @@ where
                 None => bail!("{what}: not within {timeout:?}"),
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

@@ -1,0 +1,487 @@
+//! The live part of `cargo xtask demo`: with the local control planes up (super, team-a,
+//! team-b), installs the sample CRDs, starts `ferry run` with `policies/`, creates sample
+//! objects in the tenants and the super cluster, and shows what crosses, how fast, and what
+//! ferry refuses, ending with a summary table.
+//!
+//! Usage: `ferry-demo --ferry target/debug/ferry [--keep]`
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use ferry_testkit::live::{api, eventually, Ferry, Identity, Settings};
+use ferry_testkit::{install_crds, root, Clusters};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+const NS: &str = "shop";
+
+struct Row {
+    tenant: &'static str,
+    object: String,
+    super_object: String,
+    outcome: String,
+    latency: Option<Duration>,
+}
+
+fn step(n: usize, total: usize, title: &str) {
+    println!("\n\x1b[1m[{n}/{total}] {title}\x1b[0m");
+}
+
+fn progress(text: &str) {
+    print!("    {text} … ");
+    let _ = std::io::stdout().flush();
+}
+
+fn done(text: &str) {
+    println!("\x1b[32m✓\x1b[0m {text}");
+}
+
+/// A finished item on its own line.
+fn item(text: &str) {
+    print!("    ");
+    done(text);
+}
+
+/// Server-side applies `object` as `manager` (so that re-running the demo is harmless).
+async fn apply(client: &Client, manager: &str, object: Value) -> Result<Value> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let (version, kind) = (s(&object["apiVersion"]), s(&object["kind"]));
+    let (ns, name) = (
+        s(&object["metadata"]["namespace"]),
+        s(&object["metadata"]["name"]),
+    );
+    let o: DynamicObject = serde_json::from_value(object)?;
+    let out = api(client, &version, &kind, &ns)
+        .patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&o),
+        )
+        .await
+        .with_context(|| format!("applying {kind} {name}"))?;
+    Ok(serde_json::to_value(out)?)
+}
+
+async fn get(
+    client: &Client,
+    version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Option<Value>> {
+    Ok(api(client, version, kind, ns)
+        .get_opt(name)
+        .await?
+        .map(|o| serde_json::to_value(o).unwrap_or_default()))
+}
+
+/// Waits until the object exists and `test` holds; returns it and how long it took.
+async fn appears(
+    client: &Client,
+    version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    since: Instant,
+    test: impl Fn(&Value) -> bool,
+) -> Result<(Value, Duration)> {
+    let what = format!("{kind} {ns}/{name}");
+    let object = eventually(&what, WAIT, || async {
+        Ok(get(client, version, kind, ns, name)
+            .await?
+            .filter(|o| test(o)))
+    })
+    .await?;
+    Ok((object, since.elapsed()))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let mut ferry_bin = None;
+    let mut keep = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--ferry" => ferry_bin = args.next().map(PathBuf::from),
+            "--keep" => keep = true,
+            other => {
+                bail!("unexpected argument {other:?} (usage: ferry-demo --ferry PATH [--keep])")
+            }
+        }
+    }
+    let ferry_bin = ferry_bin.context("--ferry PATH is required")?;
+    let total = 7;
+    let clusters = Clusters::connect().await?;
+    let (a, b, s) = (
+        clusters.tenant("team-a").clone(),
+        clusters.tenant("team-b").clone(),
+        clusters.super_cluster.clone(),
+    );
+
+    step(
+        1,
+        total,
+        "Sample CRDs (schemas/, ferry's annotations stripped) in every cluster",
+    );
+    progress("installing");
+    let mut crds = 0;
+    for client in [&s, &a, &b] {
+        crds = install_crds(client).await?.len();
+    }
+    done(&format!("{crds} CRDs in super, team-a and team-b"));
+
+    step(2, total, "ferry run with the sample policy (policies/)");
+    let dir = root().join("target/demo");
+    std::fs::create_dir_all(&dir)?;
+    let pid_file = dir.join("ferry.pid");
+    if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        // A ferry left running by an earlier `--keep`.
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", pid.trim()])
+            .status();
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = std::fs::remove_file(&pid_file);
+    }
+    let mut settings = Settings::new(&["team-a", "team-b"], Identity::Admin);
+    settings.patrol = "10s".into();
+    progress("starting");
+    let started = Instant::now();
+    let mut ferry = Ferry::start(&ferry_bin, &dir, &settings, "ferry.log")?;
+    ferry.ready().await?;
+    done(&format!(
+        "ready in {} (config {}, log {}, metrics http://{}/metrics)",
+        ms(started.elapsed()),
+        rel(&ferry.config),
+        rel(&dir.join("ferry.log")),
+        ferry.address
+    ));
+
+    step(
+        3,
+        total,
+        "Tenants create objects; ferry copies them into the super cluster",
+    );
+    let mut rows = Vec::new();
+    for client in [&a, &b] {
+        apply(
+            client,
+            "demo",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        )
+        .await?;
+    }
+    let t0 = Instant::now();
+    apply(&a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "orders-admin", "namespace": NS}, "stringData": {"password": "s3cret"}})).await?;
+    apply(&a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "unused", "namespace": NS}, "stringData": {"token": "private"}})).await?;
+    apply(&a, "demo", json!({"apiVersion": "example.com/v1", "kind": "DatabaseClass", "metadata": {"name": "gold"}, "spec": {"engine": "postgres"}})).await?;
+    apply(&a, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS, "labels": {"app": "shop"}},
+        "spec": {"engine": "postgres", "version": "16", "tier": "medium", "className": "gold", "credentialsRef": {"name": "orders-admin", "key": "password"},
+                 "allowedNamespaces": [NS], "replicaSelector": {"matchLabels": {"app": "shop"}}, "notes": "tenant-private: never leaves team-a"}})).await?;
+    apply(&b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS}, "spec": {"engine": "mysql", "tier": "small"}})).await?;
+    println!("    team-a: Database {NS}/orders (tier medium, class gold, credentials orders-admin), DatabaseClass gold, Secrets orders-admin and unused");
+    println!(
+        "    team-b: Database {NS}/orders (tier small) — the same namespace and name as team-a's"
+    );
+    let (db, d) = appears(
+        &s,
+        "example.com/v1",
+        "Database",
+        "team-a-shop",
+        "orders",
+        t0,
+        |_| true,
+    )
+    .await?;
+    item(&format!(
+        "team-a Database {NS}/orders → super team-a-shop/orders in {}: resources {} (db-tier transform), className {}, notes {}",
+        ms(d),
+        db["spec"]["resources"],
+        db["spec"]["className"],
+        if db["spec"].get("notes").is_some() { "copied (!)" } else { "dropped (x-ferry-drop)" }
+    ));
+    rows.push(Row {
+        tenant: "team-a",
+        object: format!("Database {NS}/orders"),
+        super_object: "team-a-shop/orders".into(),
+        outcome: "synced".into(),
+        latency: Some(d),
+    });
+    let (_, d) = appears(
+        &s,
+        "v1",
+        "Secret",
+        "team-a-shop",
+        "orders-admin",
+        t0,
+        |_| true,
+    )
+    .await?;
+    item(&format!("team-a Secret {NS}/orders-admin → super team-a-shop/orders-admin ({}): followed the Database's credentialsRef", ms(d)));
+    rows.push(Row {
+        tenant: "team-a",
+        object: format!("Secret {NS}/orders-admin"),
+        super_object: "team-a-shop/orders-admin".into(),
+        outcome: "dependency".into(),
+        latency: Some(d),
+    });
+    let (_, d) = appears(
+        &s,
+        "example.com/v1",
+        "DatabaseClass",
+        "",
+        "team-a-gold",
+        t0,
+        |_| true,
+    )
+    .await?;
+    item(&format!(
+        "team-a DatabaseClass gold → super team-a-gold ({}): cluster-scoped, so renamed",
+        ms(d)
+    ));
+    rows.push(Row {
+        tenant: "team-a",
+        object: "DatabaseClass gold".into(),
+        super_object: "team-a-gold".into(),
+        outcome: "synced".into(),
+        latency: Some(d),
+    });
+    let (_, d) = appears(
+        &s,
+        "example.com/v1",
+        "Database",
+        "team-b-shop",
+        "orders",
+        t0,
+        |_| true,
+    )
+    .await?;
+    item(&format!(
+        "team-b Database {NS}/orders → super team-b-shop/orders ({}): kept apart from team-a's",
+        ms(d)
+    ));
+    rows.push(Row {
+        tenant: "team-b",
+        object: format!("Database {NS}/orders"),
+        super_object: "team-b-shop/orders".into(),
+        outcome: "synced".into(),
+        latency: Some(d),
+    });
+    let unused = get(&s, "v1", "Secret", "team-a-shop", "unused").await?;
+    item(&format!(
+        "team-a Secret {NS}/unused: {}",
+        if unused.is_none() {
+            "stays in the tenant (nothing references it)"
+        } else {
+            "copied (!)"
+        }
+    ));
+    rows.push(Row {
+        tenant: "team-a",
+        object: format!("Secret {NS}/unused"),
+        super_object: "-".into(),
+        outcome: "not referenced".into(),
+        latency: None,
+    });
+
+    step(
+        4,
+        total,
+        "The platform publishes a StorageClass; every tenant gets a read-only copy",
+    );
+    let t0 = Instant::now();
+    apply(&s, "platform", json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast-ssd", "labels": {"tenancy.x-k8s.io/super.public": "true"}}, "provisioner": "example.com/ssd"})).await?;
+    for (tenant, client) in [("team-a", &a), ("team-b", &b)] {
+        let (_, d) = appears(
+            client,
+            "storage.k8s.io/v1",
+            "StorageClass",
+            "",
+            "fast-ssd",
+            t0,
+            |_| true,
+        )
+        .await?;
+        item(&format!(
+            "super StorageClass fast-ssd → {tenant} ({}), labelled ferry.dev/from-super=true",
+            ms(d)
+        ));
+        rows.push(Row {
+            tenant,
+            object: "StorageClass fast-ssd".into(),
+            super_object: "fast-ssd (public)".into(),
+            outcome: "copied up".into(),
+            latency: Some(d),
+        });
+    }
+
+    step(
+        5,
+        total,
+        "The database operator in the super cluster reports status",
+    );
+    let t0 = Instant::now();
+    let status = json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": "team-a-shop"},
+        "status": {"phase": "Ready", "primaryNamespace": "team-a-shop", "conditions": [{"type": "Ready", "status": "True", "message": "primary team-a-shop/orders-0 is up"}]}});
+    let o: DynamicObject = serde_json::from_value(status)?;
+    api(&s, "example.com/v1", "Database", "team-a-shop")
+        .patch_status(
+            "orders",
+            &PatchParams::apply("db-operator").force(),
+            &Patch::Apply(&o),
+        )
+        .await?;
+    apply(&s, "db-operator", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": "team-a-shop"}, "spec": {"engine": "postgres", "endpoint": "orders.team-a-shop.svc:5432"}})).await?;
+    println!("    super: status.phase=Ready, primaryNamespace=team-a-shop, message \"primary team-a-shop/orders-0 is up\", spec.endpoint set");
+    let (up, d) = appears(&a, "example.com/v1", "Database", NS, "orders", t0, |o| {
+        o["status"]["phase"] == "Ready" && o["spec"].get("endpoint").is_some()
+    })
+    .await?;
+    item(&format!(
+        "team-a sees it in {}: primaryNamespace={}, message {}, spec.endpoint={}",
+        ms(d),
+        up["status"]["primaryNamespace"],
+        up["status"]["conditions"][0]["message"],
+        up["spec"]["endpoint"]
+    ));
+    rows.push(Row {
+        tenant: "team-a",
+        object: format!("Database {NS}/orders status"),
+        super_object: "team-a-shop/orders".into(),
+        outcome: "status up".into(),
+        latency: Some(d),
+    });
+
+    step(
+        6,
+        total,
+        "Safety: a super object ferry does not own is never touched",
+    );
+    apply(&s, "someone-else", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": "team-b-shop"}, "spec": {"engine": "mysql"}})).await?;
+    apply(&b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": NS}, "spec": {"engine": "postgres", "tier": "small"}})).await?;
+    println!("    super: Database team-b-shop/legacy created by someone else; team-b creates Database {NS}/legacy");
+    let note = eventually("Event SyncConflict", WAIT, || async {
+        let events = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(b.clone(), NS);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find_map(|e| {
+                (e.regarding.as_ref()?.name.as_deref()? == "legacy"
+                    && e.reason.as_deref() == Some("SyncConflict"))
+                .then(|| e.note.unwrap_or_default())
+            }))
+    })
+    .await?;
+    let legacy = get(&s, "example.com/v1", "Database", "team-b-shop", "legacy")
+        .await?
+        .unwrap_or_default();
+    item(&format!(
+        "left untouched (engine still {}); team-b got Event SyncConflict: {note}",
+        legacy["spec"]["engine"]
+    ));
+    rows.push(Row {
+        tenant: "team-b",
+        object: format!("Database {NS}/legacy"),
+        super_object: "team-b-shop/legacy (not ferry's)".into(),
+        outcome: "SyncConflict".into(),
+        latency: None,
+    });
+
+    step(
+        7,
+        total,
+        "Drift: someone edits ferry's copy in the super cluster",
+    );
+    let t0 = Instant::now();
+    api(&s, "example.com/v1", "Database", "team-a-shop")
+        .patch(
+            "orders",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"tier": "large"}})),
+        )
+        .await?;
+    println!("    super: team-a-shop/orders spec.tier medium → large");
+    let (_, d) = appears(
+        &s,
+        "example.com/v1",
+        "Database",
+        "team-a-shop",
+        "orders",
+        t0,
+        |o| o["spec"]["tier"] == "medium",
+    )
+    .await?;
+    item(&format!("reverted to the tenant's medium in {}", ms(d)));
+    rows.push(Row {
+        tenant: "team-a",
+        object: format!("Database {NS}/orders drift"),
+        super_object: "team-a-shop/orders".into(),
+        outcome: "repaired".into(),
+        latency: Some(d),
+    });
+
+    println!("\n\x1b[1mSummary\x1b[0m");
+    println!(
+        "  {:<8} {:<32} {:<34} {:<15} {:>8}",
+        "tenant", "object", "super", "outcome", "latency"
+    );
+    for r in &rows {
+        let latency = r.latency.map(ms).unwrap_or_else(|| "-".into());
+        println!(
+            "  {:<8} {:<32} {:<34} {:<15} {:>8}",
+            r.tenant, r.object, r.super_object, r.outcome, latency
+        );
+    }
+    let writes = ferry.metric("ferry_writes_total", &[]).await?;
+    let super_writes = ferry
+        .metric("ferry_writes_total", &[("cluster", "super")])
+        .await?;
+    let refusals = ferry.metric("ferry_refusals_total", &[]).await?;
+    println!("  ferry wrote {writes} times ({super_writes} in the super cluster) and refused {refusals} object(s)");
+
+    if keep {
+        let address = ferry.address;
+        let pid = ferry.detach();
+        std::fs::write(&pid_file, pid.to_string())?;
+        let k = |c: &str| format!("kubectl --kubeconfig target/clusters/{c}.kubeconfig");
+        println!("\nferry keeps running (pid {pid}, log target/demo/ferry.log). Explore:");
+        println!("  {} get databases,secrets -n {NS}", k("team-a"));
+        println!(
+            "  {} get ns,databases,secrets -A -l ferry.dev/tenant",
+            k("super")
+        );
+        println!(
+            "  {} get databases -n team-a-shop orders -o yaml",
+            k("super")
+        );
+        println!("  {} get storageclasses --show-labels", k("team-b"));
+        println!("  {} get events -n {NS}", k("team-b"));
+        println!("  curl -s http://{address}/metrics | grep '^ferry_'");
+        println!(
+            "  {} create ns web   # then create objects in it and watch them cross",
+            k("team-a")
+        );
+        println!("Stop everything with: cargo xtask cluster down");
+    } else {
+        progress("stopping ferry");
+        ferry.stop()?;
+        done("stopped");
+    }
+    Ok(())
+}
+
+fn rel(path: &std::path::Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
