@@ -128,20 +128,31 @@ fn counts(rest: &str) -> (u64, u64) {
 fn bench(args: &[&str]) -> Result<()> {
     let all = args.is_empty();
     for a in args {
-        if *a != "--translate" {
-            bail!("bench: unknown option {a} (expected --translate)");
+        if !matches!(*a, "--translate" | "--sync") {
+            bail!("bench: unknown option {a} (expected --translate or --sync)");
         }
     }
     if all || args.contains(&"--translate") {
         println!("== bench --translate (release build; ratios to serde_json in the same run)");
         cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "translate"])?;
+        println!(
+            "report: {}",
+            controlplane::root()
+                .join("target/bench/report.json")
+                .display()
+        );
     }
-    println!(
-        "report: {}",
-        controlplane::root()
-            .join("target/bench/report.json")
-            .display()
-    );
+    if all || args.contains(&"--sync") {
+        println!("== bench --sync (release build; synced over direct writes to the same super API server)");
+        controlplane::up(&["team-a".to_string(), "team-b".to_string()])?;
+        cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "sync"])?;
+        println!(
+            "report: {}",
+            controlplane::root()
+                .join("target/bench/sync.json")
+                .display()
+        );
+    }
     Ok(())
 }
 

@@ -494,12 +494,16 @@ async fn deletes_while_down(identity: Identity) -> Result<()> {
     let (a, s) = (env.tenant("team-a"), env.super_());
     let ns = env.namespace("team-a", "shop").await?;
     let super_ns = format!("team-a-{ns}");
-    for name in ["kept", "dropped"] {
+    let mut copies = Vec::new();
+    for name in ["kept", "dropped", "recreated"] {
         create(&a, database(&ns, name, db_spec("small"))).await?;
-        until(&s, DB, "Database", &super_ns, name, "super copy", |_| true).await?;
+        copies.push(until(&s, DB, "Database", &super_ns, name, "super copy", |_| true).await?);
     }
     ferry.stop()?;
     delete(&a, DB, "Database", &ns, "dropped").await?;
+    // Deleted and created again under the same name: a new tenant uid.
+    delete(&a, DB, "Database", &ns, "recreated").await?;
+    let again = create(&a, database(&ns, "recreated", db_spec("large"))).await?;
     let ferry = env.start(&env.settings(&["team-a"]), "ferry-2.log").await?;
     until_gone(
         &s,
@@ -510,10 +514,28 @@ async fn deletes_while_down(identity: Identity) -> Result<()> {
         "delete made while ferry was down",
     )
     .await?;
+    let kept = get(&s, DB, "Database", &super_ns, "kept")
+        .await?
+        .context("the other copy stays")?;
     ensure!(
-        get(&s, DB, "Database", &super_ns, "kept").await?.is_some(),
-        "the other copy stays"
+        kept["metadata"]["uid"] == copies[0]["metadata"]["uid"],
+        "an unchanged copy is kept as it is"
     );
+    let replaced = until(
+        &s,
+        DB,
+        "Database",
+        &super_ns,
+        "recreated",
+        "copy of the new object",
+        |o| o["metadata"]["annotations"]["ferry.dev/tenant-uid"] == again["metadata"]["uid"],
+    )
+    .await?;
+    ensure!(
+        replaced["metadata"]["uid"] != copies[2]["metadata"]["uid"],
+        "the old copy was replaced, not updated"
+    );
+    ensure!(replaced["spec"]["resources"]["cpu"] == "8", "{replaced:#}");
     env.finish(ferry).await
 }
 

@@ -306,6 +306,9 @@ pub struct Memory {
     pub refs: RefIndex,
     /// Keys ferry keeps in sync.
     pub synced: HashSet<Key>,
+    /// Keys whose last reconcile found nothing to do, with what it saw: the resourceVersions
+    /// of the tenant object and of the super copy, and whether the object was wanted.
+    pub settled: HashMap<Key, (String, String, bool)>,
 }
 
 /// One running tenant.

@@ -363,6 +363,17 @@ impl<'a> Reconciler<'a> {
             )),
             Some(_) => true,
         };
+        // Nothing changed since a reconcile that found nothing to do: skip the translation.
+        // (The patrol queues every key; this keeps it cheap.)
+        let seen = (
+            object.as_deref().map(rv).unwrap_or_default(),
+            actual.as_deref().map(rv).unwrap_or_default(),
+            wanted,
+        );
+        if wanted && self.tenant.memory().settled.get(key) == Some(&seen) {
+            return Ok(Outcome::default());
+        }
+        self.tenant.memory().settled.remove(key);
         let Some(object) = object.filter(|_| wanted) else {
             if !resource.dependency {
                 self.update_references(key, Vec::new());
@@ -481,6 +492,12 @@ impl<'a> Reconciler<'a> {
         let up = self
             .up(key, resource, &object, &current, &tenant_kind)
             .await?;
+        if !up {
+            // After a write, the watch event of that write brings this very resourceVersion
+            // back: recording it now saves translating the object once more.
+            let seen = (seen.0, rv(&current), seen.2);
+            self.tenant.memory().settled.insert(key.clone(), seen);
+        }
         Ok(Outcome::wrote(wrote || up))
     }
 

@@ -141,12 +141,12 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `policies/`, the given tenants, a 2 s patrol, no leader election.
+    /// `policies/`, the given tenants, a 10 s patrol, no leader election.
     pub fn new(tenants: &[&str], identity: Identity) -> Self {
         Self {
             policy: root().join("policies"),
             tenants: tenants.iter().map(|t| t.to_string()).collect(),
-            patrol: "2s".into(),
+            patrol: "10s".into(),
             leader_election: false,
             lease: unique("ferry"),
             identity,

@@ -1,0 +1,242 @@
+//! `cargo xtask bench --sync`: live sync against the local control planes, as ratios measured
+//! side by side in one run (interleaved rounds):
+//!
+//! - throughput: creates per second synced tenant → super (until every copy is visible in the
+//!   super cluster) over direct creates per second into the same super API server, at the same
+//!   concurrency;
+//! - latency added at 100 objects/s: tenant create → super copy visible, minus direct super
+//!   create → visible, p50 and p99.
+//!
+//! Writes `target/bench/sync.json`. Needs the control planes (`cargo xtask bench --sync`
+//! starts them). `FERRY_BENCH_POLICY` replaces `policies/` (to compare policies).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use ferry_testkit::live::{api, Ferry, Identity, Settings};
+use ferry_testkit::{fresh_namespace, install_crds, Clusters};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{DynamicObject, PostParams};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+
+const ROUNDS: usize = 3;
+const PER_ROUND: usize = 300;
+const CONCURRENCY: usize = 16;
+const RATE_PER_SECOND: u64 = 100;
+const LATENCY_OBJECTS: usize = 300;
+
+/// When each object name was first seen by a watch.
+type Seen = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Watches Databases in `namespace` of `client`, recording first sightings.
+fn watch(client: &Client, namespace: &str) -> (Seen, tokio::task::JoinHandle<()>) {
+    let seen: Seen = Arc::default();
+    let api = api(client, "example.com/v1", "Database", namespace);
+    let record = seen.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher::watcher(api, watcher::Config::default());
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let now = Instant::now();
+            let objects = match event {
+                Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => vec![o],
+                _ => continue,
+            };
+            let mut seen = record.lock().unwrap();
+            for o in objects {
+                if let Some(name) = o.metadata.name {
+                    seen.entry(name).or_insert(now);
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+fn database(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Database",
+        "metadata": {"name": name, "labels": {"app": "bench", "team": "payments"}, "annotations": {"owner": "payments@example.com"}},
+        "spec": {
+            "engine": "postgres", "version": "16", "tier": "medium",
+            "allowedNamespaces": ["prod", "analytics"],
+            "replicaSelector": {"matchLabels": {"app": "bench"}},
+            "notes": "x".repeat(1200),
+        },
+    }))
+    .expect("bench object")
+}
+
+async fn wait_all(seen: &Seen, n: usize) -> Result<Instant> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        {
+            let seen = seen.lock().unwrap();
+            if seen.len() >= n {
+                return Ok(*seen.values().max().unwrap());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {} of {n} seen",
+            seen.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Creates `n` Databases in `namespace` of `client` with `CONCURRENCY` in flight; returns the
+/// start time.
+async fn burst(client: &Client, namespace: &str, n: usize) -> Result<Instant> {
+    let api = api(client, "example.com/v1", "Database", namespace);
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &database(&format!("db-{i}")))
+                    .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(start)
+}
+
+/// Objects per second from `client`'s creates to `watched`'s watch seeing them all.
+async fn throughput(client: &Client, ns: &str, watched: &Client, watched_ns: &str) -> Result<f64> {
+    let (seen, task) = watch(watched, watched_ns);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = burst(client, ns, PER_ROUND).await?;
+    let end = wait_all(&seen, PER_ROUND).await?;
+    task.abort();
+    Ok(PER_ROUND as f64 / end.duration_since(start).as_secs_f64())
+}
+
+/// Create → visible latencies (ms) at `RATE_PER_SECOND`.
+async fn latencies(
+    client: &Client,
+    ns: &str,
+    watched: &Client,
+    watched_ns: &str,
+) -> Result<Vec<f64>> {
+    let (seen, task) = watch(watched, watched_ns);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let api = api(client, "example.com/v1", "Database", ns);
+    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / RATE_PER_SECOND));
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let mut inflight = Vec::new();
+    for i in 0..LATENCY_OBJECTS {
+        ticker.tick().await;
+        let api = api.clone();
+        let started = started.clone();
+        inflight.push(tokio::spawn(async move {
+            let name = format!("lat-{i}");
+            started.lock().unwrap().insert(name.clone(), Instant::now());
+            api.create(&PostParams::default(), &database(&name))
+                .await
+                .map(|_| ())
+        }));
+    }
+    for f in inflight {
+        f.await??;
+    }
+    wait_all(&seen, LATENCY_OBJECTS).await?;
+    task.abort();
+    let seen = seen.lock().unwrap();
+    let started = started.lock().unwrap();
+    Ok(started
+        .iter()
+        .filter_map(|(name, t0)| Some(seen.get(name)?.duration_since(*t0).as_secs_f64() * 1000.0))
+        .collect())
+}
+
+fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[((xs.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn median(xs: &[f64]) -> f64 {
+    percentile(xs.to_vec(), 0.5)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let clusters = Clusters::connect()
+        .await
+        .context("start the control planes: cargo xtask cluster up")?;
+    for client in [&clusters.super_cluster, clusters.tenant("team-a")] {
+        install_crds(client).await?;
+    }
+    let dir = ferry_testkit::live::scratch("bench-sync")?;
+    let mut settings = Settings::new(&["team-a"], Identity::Admin);
+    settings.patrol = "60s".into();
+    if let Some(policy) = std::env::var_os("FERRY_BENCH_POLICY") {
+        settings.policy = policy.into();
+    }
+    let mut ferry = Ferry::start(
+        Path::new(env!("CARGO_BIN_EXE_ferry")),
+        &dir,
+        &settings,
+        "ferry.log",
+    )?;
+    ferry.ready().await?;
+    let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
+
+    let (mut direct, mut synced) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let ns = fresh_namespace(s, "bench-direct").await?;
+        direct.push(throughput(s, &ns, s, &ns).await?);
+        let ns = fresh_namespace(a, "bench-sync").await?;
+        synced.push(throughput(a, &ns, s, &format!("team-a-{ns}")).await?);
+        println!(
+            "round {}: direct {:.0}/s, synced {:.0}/s",
+            round + 1,
+            direct[round],
+            synced[round]
+        );
+    }
+    let ns = fresh_namespace(s, "bench-lat").await?;
+    let direct_ms = latencies(s, &ns, s, &ns).await?;
+    let ns = fresh_namespace(a, "bench-lat").await?;
+    let synced_ms = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+    let (d50, d99) = (
+        percentile(direct_ms.clone(), 0.5),
+        percentile(direct_ms, 0.99),
+    );
+    let (s50, s99) = (
+        percentile(synced_ms.clone(), 0.5),
+        percentile(synced_ms, 0.99),
+    );
+    let ratio = median(&synced) / median(&direct);
+    let report = json!({
+        "sync_throughput_ratio": ratio,
+        "direct_creates_per_second": median(&direct),
+        "synced_creates_per_second": median(&synced),
+        "concurrency": CONCURRENCY,
+        "objects_per_round": PER_ROUND,
+        "rounds": ROUNDS,
+        "latency_rate_per_second": RATE_PER_SECOND,
+        "direct_latency_ms": {"p50": d50, "p99": d99},
+        "synced_latency_ms": {"p50": s50, "p99": s99},
+        "added_latency_ms": {"p50": s50 - d50, "p99": s99 - d99},
+        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50"},
+    });
+    println!("sync throughput ratio {ratio:.2} (synced {:.0}/s over direct {:.0}/s, {CONCURRENCY} in flight; target >= 0.9)", median(&synced), median(&direct));
+    println!("latency at {RATE_PER_SECOND}/s: direct p50 {d50:.1} ms p99 {d99:.1} ms; synced p50 {s50:.1} ms p99 {s99:.1} ms; added p99 {:.1} ms (target <= 50)", s99 - d99);
+    let out = ferry_testkit::root().join("target/bench");
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(
+        out.join("sync.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    ferry.stop()?;
+    Ok(())
+}
