@@ -153,6 +153,24 @@ async fn get(
     Ok(out.map(|o| serde_json::to_value(o).unwrap_or_default()))
 }
 
+/// A merge patch of the object, or of its status subresource.
+async fn patch_merge(
+    client: &Client,
+    (api_version, kind, ns, name): (&str, &str, &str, &str),
+    patch: Value,
+    status: bool,
+) -> Result<Value> {
+    let api = api(client, api_version, kind, ns);
+    let params = PatchParams::default();
+    let out = if status {
+        api.patch_status(name, &params, &Patch::Merge(&patch))
+            .await?
+    } else {
+        api.patch(name, &params, &Patch::Merge(&patch)).await?
+    };
+    Ok(serde_json::to_value(out)?)
+}
+
 async fn merge(
     client: &Client,
     api_version: &str,
@@ -161,10 +179,7 @@ async fn merge(
     name: &str,
     patch: Value,
 ) -> Result<Value> {
-    let out = api(client, api_version, kind, ns)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(serde_json::to_value(out)?)
+    patch_merge(client, (api_version, kind, ns, name), patch, false).await
 }
 
 async fn merge_status(
@@ -175,10 +190,7 @@ async fn merge_status(
     name: &str,
     patch: Value,
 ) -> Result<Value> {
-    let out = api(client, api_version, kind, ns)
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(serde_json::to_value(out)?)
+    patch_merge(client, (api_version, kind, ns, name), patch, true).await
 }
 
 async fn delete(

@@ -374,11 +374,27 @@ impl<'a> Reconciler<'a> {
             return Ok(Outcome::default());
         }
         self.tenant.memory().settled.remove(key);
-        let Some(object) = object.filter(|_| wanted) else {
-            if !resource.dependency {
-                self.update_references(key, Vec::new());
+        let accepted = match object.filter(|_| wanted) {
+            None => {
+                if !resource.dependency {
+                    self.update_references(key, Vec::new());
+                }
+                self.accepted(key);
+                None
             }
-            self.accepted(key);
+            Some(object) => match self.translate(resource, (*object).clone(), true).await {
+                Ok(translated) => Some((object, translated)),
+                Err(refusal) => {
+                    self.refuse(key, Some(&object), &refusal).await;
+                    // Out of the selection: its copy goes. Other refusals leave the copy.
+                    if refusal.reason != Reason::NotSelected {
+                        return Ok(Outcome::default());
+                    }
+                    None
+                }
+            },
+        };
+        let Some((object, translated)) = accepted else {
             return self
                 .remove_copy(
                     key,
@@ -389,25 +405,6 @@ impl<'a> Reconciler<'a> {
                     idx,
                 )
                 .await;
-        };
-        let translated = match self.translate(resource, (*object).clone(), true).await {
-            Ok(t) => t,
-            Err(refusal) => {
-                self.refuse(key, Some(&object), &refusal).await;
-                if refusal.reason == Reason::NotSelected {
-                    return self
-                        .remove_copy(
-                            key,
-                            &super_kind.resource,
-                            actual,
-                            &super_ns,
-                            &super_name,
-                            idx,
-                        )
-                        .await;
-                }
-                return Ok(Outcome::default());
-            }
         };
         if !resource.dependency {
             self.set_references(key, &translated);

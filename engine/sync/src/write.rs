@@ -122,40 +122,33 @@ impl Writer {
     /// Server-side applies `desired` (field manager `ferry`, forcing conflicts: ferry is the
     /// authority on the fields it sets).
     pub async fn apply(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        self.allowed()?;
-        let o = object(desired)?;
-        let namespace = o.metadata.namespace.clone().unwrap_or_default();
-        let name = o.metadata.name.clone().unwrap_or_default();
-        let out = self
-            .api(resource, &namespace)
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&o),
-            )
-            .await?;
-        self.count("apply", &format!("{} {namespace}/{name}", resource.kind));
-        Ok(value(out, resource))
+        self.apply_to(resource, desired, false).await
     }
 
     /// Server-side applies `desired` through the status subresource.
     pub async fn apply_status(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
+        self.apply_to(resource, desired, true).await
+    }
+
+    async fn apply_to(
+        &self,
+        resource: &ApiResource,
+        desired: &Value,
+        status: bool,
+    ) -> Result<Value> {
         self.allowed()?;
         let o = object(desired)?;
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();
-        let out = self
-            .api(resource, &namespace)
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&o),
-            )
-            .await?;
-        self.count(
-            "apply-status",
-            &format!("{} {namespace}/{name}", resource.kind),
-        );
+        let api = self.api(resource, &namespace);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let out = if status {
+            api.patch_status(&name, &params, &Patch::Apply(&o)).await?
+        } else {
+            api.patch(&name, &params, &Patch::Apply(&o)).await?
+        };
+        let verb = if status { "apply-status" } else { "apply" };
+        self.count(verb, &format!("{} {namespace}/{name}", resource.kind));
         Ok(value(out, resource))
     }
 
