@@ -53,8 +53,14 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Whether this replica may write.
     pub leader: watch::Receiver<bool>,
+    /// Tenants of the configuration that could not be started, and why (retried on every
+    /// edit of the file).
+    pub failed_tenants: Mutex<BTreeMap<String, String>>,
     /// Consecutive failures per key, for the retry backoff.
     pub failures: Mutex<HashMap<Key, u32>>,
+    /// Transform calls in flight, at most one per CPU: more only adds worker processes that
+    /// compete with each other (and with the API servers on a small machine).
+    pub transforms: tokio::sync::Semaphore,
     watchers: Vec<JoinHandle<()>>,
 }
 
@@ -210,6 +216,10 @@ impl Shared {
             metrics,
             leader,
             failures: Mutex::default(),
+            failed_tenants: Mutex::default(),
+            transforms: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             watchers,
         })
     }

@@ -118,6 +118,8 @@ impl<'a> Reconciler<'a> {
         }
         let policy = self.shared.policy.clone();
         let sandbox = self.shared.sandbox.clone();
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = self.shared.transforms.acquire().await;
         let started = Instant::now();
         let out = tokio::task::spawn_blocking(move || {
             let t = Translator::new(&policy, Some(&sandbox));

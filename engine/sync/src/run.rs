@@ -179,7 +179,6 @@ pub async fn run(options: Options) -> Result<()> {
     let mut running = Running {
         shared: shared.clone(),
         identity: identity.clone(),
-        failed: BTreeMap::new(),
     };
     running.apply(&config.tenants).await;
     let workers: Vec<_> = (0..WORKERS)
@@ -248,6 +247,16 @@ fn readiness(shared: &Shared) -> (bool, String) {
             }
         }
     }
+    for (tenant, why) in shared
+        .failed_tenants
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        lines.push(format!(
+            "{tenant}: not started ({why}); fix the configuration file"
+        ));
+    }
     lines.push(String::new());
     (ready, lines.join("\n"))
 }
@@ -256,8 +265,6 @@ fn readiness(shared: &Shared) -> (bool, String) {
 struct Running {
     shared: Arc<Shared>,
     identity: String,
-    /// Tenants whose kubeconfig could not be used, with the reason (retried on every edit).
-    failed: BTreeMap<String, String>,
 }
 
 impl Running {
@@ -277,7 +284,7 @@ impl Running {
                 self.stop(name);
             }
         }
-        self.failed.clear();
+        let mut failed = BTreeMap::new();
         for w in wanted {
             if self.shared.tenant(w.name.as_str()).is_some() {
                 continue;
@@ -301,11 +308,15 @@ impl Running {
                 }
                 Err(e) => {
                     tracing::error!(tenant = %w.name.as_str(), error = %e, "tenant not started");
-                    self.failed
-                        .insert(w.name.as_str().to_string(), e.to_string());
+                    failed.insert(w.name.as_str().to_string(), e.to_string());
                 }
             }
         }
+        *self
+            .shared
+            .failed_tenants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failed;
     }
 
     fn stop(&self, name: &str) {
