@@ -344,9 +344,7 @@ pub struct TenantState {
 
 impl Drop for TenantState {
     fn drop(&mut self) {
-        for task in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            task.abort();
-        }
+        self.stop();
     }
 }
 
@@ -474,6 +472,14 @@ impl TenantState {
         self.namespaces.ready() && self.caches.iter().all(|c| c.ready())
     }
 
+    /// Stops the tenant's watchers and its priming (which holds the tenant, so dropping the
+    /// last handle alone would not end it while the tenant cannot be listed).
+    pub fn stop(&self) {
+        for task in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            task.abort();
+        }
+    }
+
     /// Keeps a task of this tenant (aborted with it).
     pub fn own(&self, task: JoinHandle<()>) {
         self.tasks
@@ -518,4 +524,57 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
     shared.resync(&tenant);
     shared.queues.open(&tenant.name);
     tracing::info!(tenant = %tenant.name, "tenant listed; syncing");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_core::policy::{LabelSelector, SelectorRequirement};
+    use serde_json::json;
+
+    #[test]
+    fn selectors_use_the_api_syntax() {
+        let selector = LabelSelector {
+            match_labels: [("tier".to_string(), "gold".to_string())].into(),
+            match_expressions: vec![
+                SelectorRequirement {
+                    key: "zone".into(),
+                    operator: "In".into(),
+                    values: vec!["a".into(), "b".into()],
+                },
+                SelectorRequirement {
+                    key: "legacy".into(),
+                    operator: "DoesNotExist".into(),
+                    values: Vec::new(),
+                },
+            ],
+        };
+        assert_eq!(
+            selector_string(&selector),
+            "tier=gold,zone in (a,b),!legacy"
+        );
+    }
+
+    #[test]
+    fn super_objects_name_their_tenant_object() {
+        let copy = json!({"metadata": {
+            "name": "orders", "namespace": "team-a-shop",
+            "labels": {"ferry.dev/tenant": "team-a"},
+            "annotations": {"ferry.dev/tenant-namespace": "shop", "ferry.dev/tenant-name": "orders"},
+        }});
+        let key = owned_key(Kind::Resource(3), true, &copy).unwrap();
+        assert_eq!(
+            (&*key.tenant, key.namespace.as_str(), key.name.as_str()),
+            ("team-a", "shop", "orders")
+        );
+        let namespace = json!({"metadata": {
+            "name": "team-a-shop",
+            "labels": {"ferry.dev/tenant": "team-a"},
+            "annotations": {"ferry.dev/tenant-namespace": "shop"},
+        }});
+        let key = owned_key(Kind::Namespace, false, &namespace).unwrap();
+        assert_eq!((key.namespace.as_str(), key.name.as_str()), ("", "shop"));
+        // Not ferry's: no key, so nothing is ever queued for it.
+        assert!(owned_key(Kind::Resource(3), true, &json!({"metadata": {"name": "x"}})).is_none());
+    }
 }

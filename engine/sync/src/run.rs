@@ -201,6 +201,7 @@ pub async fn run(options: Options) -> Result<()> {
     on_leader.abort();
     server.abort();
     for tenant in shared.all_tenants() {
+        tenant.stop();
         shared.queues.remove_tenant(&tenant.name);
     }
     shared
@@ -327,7 +328,8 @@ impl Running {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-        if removed.is_some() {
+        if let Some(tenant) = &removed {
+            tenant.stop();
             // Its copies in the super cluster stay: removing a tenant from the file stops
             // syncing it, it does not delete its workloads.
             tracing::info!(tenant = %name, "tenant removed; its super objects are left in place");
