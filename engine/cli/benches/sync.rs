@@ -5,7 +5,8 @@
 //!   super cluster) over direct creates per second into the same super API server, at the same
 //!   concurrency;
 //! - latency added at 100 objects/s: tenant create → super copy visible, minus direct super
-//!   create → visible, p50 and p99.
+//!   create → visible, p50 and p99;
+//! - memory: growth of ferry's resident memory per synced object.
 //!
 //! Writes `target/bench/sync.json`. Needs the control planes (`cargo xtask bench --sync`
 //! starts them). `FERRY_BENCH_POLICY` replaces `policies/` (to compare policies).
@@ -190,6 +191,7 @@ async fn main() -> Result<()> {
     ferry.ready().await?;
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
+    let rss_before = ferry.rss().unwrap_or(0);
     let (mut direct, mut synced) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let ns = fresh_namespace(s, "bench-direct").await?;
@@ -207,6 +209,10 @@ async fn main() -> Result<()> {
     let direct_ms = latencies(s, &ns, s, &ns).await?;
     let ns = fresh_namespace(a, "bench-lat").await?;
     let synced_ms = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+    // Every synced object is now in both of ferry's caches (tenant and super).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let synced_objects = (ROUNDS * PER_ROUND + LATENCY_OBJECTS) as f64;
+    let rss_per_object = (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / synced_objects;
     let (d50, d99) = (
         percentile(direct_ms.clone(), 0.5),
         percentile(direct_ms, 0.99),
@@ -227,10 +233,14 @@ async fn main() -> Result<()> {
         "direct_latency_ms": {"p50": d50, "p99": d99},
         "synced_latency_ms": {"p50": s50, "p99": s99},
         "added_latency_ms": {"p50": s50 - d50, "p99": s99 - d99},
-        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50"},
+        "rss_growth_bytes_per_synced_object": rss_per_object,
+        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50", "rss_growth_bytes_per_synced_object": "<= 4096"},
     });
     println!("sync throughput ratio {ratio:.2} (synced {:.0}/s over direct {:.0}/s, {CONCURRENCY} in flight; target >= 0.9)", median(&synced), median(&direct));
     println!("latency at {RATE_PER_SECOND}/s: direct p50 {d50:.1} ms p99 {d99:.1} ms; synced p50 {s50:.1} ms p99 {s99:.1} ms; added p99 {:.1} ms (target <= 50)", s99 - d99);
+    println!(
+        "memory: ferry's RSS grew {rss_per_object:.0} bytes per synced object (target <= 4096)"
+    );
     let out = ferry_testkit::root().join("target/bench");
     std::fs::create_dir_all(&out)?;
     std::fs::write(

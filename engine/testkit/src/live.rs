@@ -265,6 +265,21 @@ impl Ferry {
         Ok(sum_metric(&body, name, labels))
     }
 
+    /// Its resident memory in bytes (Linux), if it is running.
+    pub fn rss(&self) -> Option<u64> {
+        let pid = self.child.as_ref()?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    }
+
     /// Leaves it running after this handle is gone; returns its pid.
     pub fn detach(mut self) -> u32 {
         self.child.take().map_or(0, |c| c.id())
