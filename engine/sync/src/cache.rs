@@ -1,6 +1,6 @@
 //! Watch caches: one per (cluster, kind), fed by a kube-runtime watcher and read by the
-//! reconciler. Objects are kept as JSON values (what the translator works on), without
-//! `managedFields`.
+//! reconciler. Objects are kept as compact JSON text without `managedFields` (a parsed value
+//! takes several times the memory of its text) and parsed when the reconciler reads them.
 //!
 //! ```text
 //!  discovery (retried until served) ─▶ watcher ─▶ Cache ─▶ on_change(object) ─▶ queues
@@ -53,7 +53,7 @@ pub struct Served {
 pub struct Cache {
     /// For logs: `super Database.example.com`.
     pub what: String,
-    objects: RwLock<HashMap<ObjKey, Arc<Value>>>,
+    objects: RwLock<HashMap<ObjKey, Box<str>>>,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
 }
@@ -72,15 +72,20 @@ impl Cache {
     /// The object at `namespace`/`name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+        let text = objects.get(&(namespace.to_string(), name.to_string()))?;
+        decode(text)
     }
 
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.values().cloned().collect()
+        objects.values().filter_map(|t| decode(t)).collect()
+    }
+
+    /// Where every object is.
+    pub fn keys(&self) -> Vec<ObjKey> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects.keys().cloned().collect()
     }
 
     /// How many objects the cache holds.
@@ -121,7 +126,7 @@ impl Cache {
     pub fn remember(&self, object: Value) {
         if let Some(key) = key_of(&object) {
             let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-            objects.insert(key, Arc::new(object));
+            objects.insert(key, encode(&object));
         }
     }
 
@@ -130,6 +135,14 @@ impl Cache {
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         objects.remove(&(namespace.to_string(), name.to_string()));
     }
+}
+
+fn encode(value: &Value) -> Box<str> {
+    serde_json::to_string(value).unwrap_or_default().into()
+}
+
+fn decode(text: &str) -> Option<Arc<Value>> {
+    serde_json::from_str(text).ok().map(Arc::new)
 }
 
 /// The cache key of an object.
@@ -223,43 +236,44 @@ pub async fn run(
         config = config.labels(labels);
     }
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: HashMap<ObjKey, Arc<Value>> = HashMap::new();
+    let mut listing: HashMap<ObjKey, Box<str>> = HashMap::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => listing.clear(),
             Ok(Event::InitApply(object)) => {
                 if let Some(value) = to_value(object, &resource) {
                     if let Some(key) = key_of(&value) {
-                        listing.insert(key, Arc::new(value));
+                        listing.insert(key, encode(&value));
                     }
                 }
             }
             Ok(Event::InitDone) => {
                 let fresh = std::mem::take(&mut listing);
-                let old = {
+                let changed: Vec<Arc<Value>> = {
                     let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
-                    std::mem::replace(&mut *objects, fresh.clone())
+                    let gone = objects
+                        .iter()
+                        .filter(|(k, _)| !fresh.contains_key(*k))
+                        .filter_map(|(_, t)| decode(t));
+                    let all = fresh.values().filter_map(|t| decode(t));
+                    let changed = gone.chain(all).collect();
+                    *objects = fresh;
+                    changed
                 };
                 cache.set_phase(Phase::Synced);
-                tracing::debug!(cache = %cache.what, objects = fresh.len(), "listed");
-                for (key, value) in &old {
-                    if !fresh.contains_key(key) {
-                        on_change(value);
-                    }
-                }
-                for value in fresh.values() {
+                tracing::debug!(cache = %cache.what, objects = cache.len(), "listed");
+                for value in &changed {
                     on_change(value);
                 }
             }
             Ok(Event::Apply(object)) => {
                 if let Some(value) = to_value(object, &resource) {
                     if let Some(key) = key_of(&value) {
-                        let value = Arc::new(value);
                         cache
                             .objects
                             .write()
                             .unwrap_or_else(|e| e.into_inner())
-                            .insert(key, value.clone());
+                            .insert(key, encode(&value));
                         on_change(&value);
                     }
                 }

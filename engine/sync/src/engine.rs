@@ -263,20 +263,19 @@ impl Shared {
         };
         for (idx, resource) in self.policy.resources.iter().enumerate() {
             let kind = Kind::Resource(idx);
-            for object in tenant.caches[idx].values() {
-                if let Some((ns, n)) = key_of(&object) {
-                    queue(kind, ns, n);
-                }
+            for (ns, n) in tenant.caches[idx].keys() {
+                queue(kind, ns, n);
             }
-            for object in self.caches[idx].values() {
-                match resource.direction {
-                    Direction::FromSuper => {
-                        if let Some((ns, n)) = key_of(&object) {
-                            queue(kind, ns, n);
-                        }
+            match resource.direction {
+                Direction::FromSuper => {
+                    for (ns, n) in self.caches[idx].keys() {
+                        queue(kind, ns, n);
                     }
-                    Direction::ToSuper => {
-                        let namespaced = resource.scope == Scope::Namespaced;
+                }
+                Direction::ToSuper => {
+                    // Copies name their tenant object in their metadata; only this tenant's.
+                    let namespaced = resource.scope == Scope::Namespaced;
+                    for object in self.caches[idx].values() {
                         if let Some(key) = owned_key(kind, namespaced, &object) {
                             if key.tenant == name {
                                 self.queues.add(key);
@@ -286,10 +285,8 @@ impl Shared {
                 }
             }
         }
-        for object in tenant.namespaces.values() {
-            if let Some((_, n)) = key_of(&object) {
-                queue(Kind::Namespace, String::new(), n);
-            }
+        for (_, n) in tenant.namespaces.keys() {
+            queue(Kind::Namespace, String::new(), n);
         }
         for object in self.namespaces.values() {
             if let Some(key) = owned_key(Kind::Namespace, false, &object) {
