@@ -254,7 +254,7 @@ impl Shared {
     pub fn resync(&self, tenant: &TenantState) {
         let name = tenant.name.clone();
         let queue = |kind: Kind, namespace: String, name_: String| {
-            self.queues.add(Key {
+            self.queues.add_background(Key {
                 tenant: name.clone(),
                 kind,
                 namespace,
@@ -278,7 +278,7 @@ impl Shared {
                     for object in self.caches[idx].values() {
                         if let Some(key) = owned_key(kind, namespaced, &object) {
                             if key.tenant == name {
-                                self.queues.add(key);
+                                self.queues.add_background(key);
                             }
                         }
                     }
@@ -291,7 +291,7 @@ impl Shared {
         for object in self.namespaces.values() {
             if let Some(key) = owned_key(Kind::Namespace, false, &object) {
                 if key.tenant == name {
-                    self.queues.add(key);
+                    self.queues.add_background(key);
                 }
             }
         }

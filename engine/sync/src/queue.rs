@@ -34,14 +34,44 @@ pub struct Key {
 
 #[derive(Default)]
 struct TenantQueue {
-    /// Keys waiting, in order, that no worker holds.
+    /// Changes a watch saw (and retries), in order: served first.
     ready: VecDeque<Key>,
-    /// Every waiting key and when it was first added (for the sync latency).
-    waiting: HashMap<Key, Instant>,
+    /// Keys a resync queued (start, patrol, leadership): served when nothing changed waits, so
+    /// that a change is not queued behind every object of the tenant.
+    background: VecDeque<Key>,
+    /// Every waiting key: when it was first added (for the sync latency) and whether it is
+    /// urgent (in `ready`). The deques may hold stale entries; this map is the truth.
+    waiting: HashMap<Key, (Instant, bool)>,
     /// Keys a worker holds.
     processing: HashSet<Key>,
     /// Whether workers may take keys (the tenant's caches are listed and primed).
     open: bool,
+}
+
+impl TenantQueue {
+    fn push(&mut self, key: Key, urgent: bool) {
+        if urgent {
+            self.ready.push_back(key);
+        } else {
+            self.background.push_back(key);
+        }
+    }
+
+    /// The next waiting key no worker holds: changes first.
+    fn pop(&mut self) -> Option<Key> {
+        let usable = |q: &Self, k: &Key| q.waiting.contains_key(k) && !q.processing.contains(k);
+        while let Some(key) = self.ready.pop_front() {
+            if usable(self, &key) {
+                return Some(key);
+            }
+        }
+        while let Some(key) = self.background.pop_front() {
+            if usable(self, &key) {
+                return Some(key);
+            }
+        }
+        None
+    }
 }
 
 #[derive(Default)]
@@ -93,18 +123,39 @@ impl Queues {
         self.notify.notify_waiters();
     }
 
-    /// Queues `key` unless it is queued already. Keys of unknown tenants are dropped.
+    /// Queues a change of `key` unless it is queued already. Keys of unknown tenants are
+    /// dropped.
     pub fn add(&self, key: Key) {
+        self.enqueue(key, true);
+    }
+
+    /// Queues `key` behind every change (a resync).
+    pub fn add_background(&self, key: Key) {
+        self.enqueue(key, false);
+    }
+
+    fn enqueue(&self, key: Key, urgent: bool) {
         let mut state = self.lock();
         let Some(q) = state.tenants.get_mut(&key.tenant) else {
             return;
         };
-        if q.waiting.contains_key(&key) {
-            return;
-        }
-        q.waiting.insert(key.clone(), Instant::now());
-        if !q.processing.contains(&key) {
-            q.ready.push_back(key);
+        let held = q.processing.contains(&key);
+        match q.waiting.get_mut(&key) {
+            Some((_, was_urgent)) => {
+                if !urgent || *was_urgent {
+                    return;
+                }
+                *was_urgent = true;
+                if !held {
+                    q.ready.push_back(key);
+                }
+            }
+            None => {
+                q.waiting.insert(key.clone(), (Instant::now(), urgent));
+                if !held {
+                    q.push(key, urgent);
+                }
+            }
         }
         drop(state);
         self.notify.notify_one();
@@ -130,8 +181,8 @@ impl Queues {
                     if !q.open {
                         continue;
                     }
-                    if let Some(key) = q.ready.pop_front() {
-                        let since = q.waiting.remove(&key).unwrap_or_else(Instant::now);
+                    if let Some(key) = q.pop() {
+                        let since = q.waiting.remove(&key).map_or_else(Instant::now, |(t, _)| t);
                         q.processing.insert(key.clone());
                         state.cursor = (at + 1) % n;
                         return Some((key, since));
@@ -147,8 +198,8 @@ impl Queues {
         let mut state = self.lock();
         if let Some(q) = state.tenants.get_mut(&key.tenant) {
             q.processing.remove(key);
-            if q.waiting.contains_key(key) {
-                q.ready.push_back(key.clone());
+            if let Some(&(_, urgent)) = q.waiting.get(key) {
+                q.push(key.clone(), urgent);
                 drop(state);
                 self.notify.notify_one();
             }
@@ -224,6 +275,26 @@ mod tests {
         assert_eq!(again, k);
         q.done(&again);
         assert_eq!(q.depth("a"), 0);
+    }
+
+    #[tokio::test]
+    async fn changes_go_before_a_resync() {
+        let q = Queues::default();
+        q.add_tenant("a".into());
+        q.open("a");
+        for i in 0..3 {
+            q.add_background(key("a", &format!("old{i}")));
+        }
+        q.add(key("a", "new"));
+        // Already queued by the resync, then changed: served with the changes.
+        q.add(key("a", "old2"));
+        let mut order = Vec::new();
+        while q.depth("a") > 0 {
+            let (k, _) = q.next().await.unwrap();
+            q.done(&k);
+            order.push(k.name);
+        }
+        assert_eq!(order, ["new", "old2", "old0", "old1"]);
     }
 
     #[tokio::test]
