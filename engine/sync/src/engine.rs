@@ -163,7 +163,7 @@ impl Shared {
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
     ) -> Arc<Self> {
-        let queues = Arc::new(Queues::default());
+        let queues = Arc::new(Queues::with_depth_gauge(metrics.queue_depth.clone()));
         let mut watchers = Vec::new();
         let mut caches = Vec::new();
         for (idx, resource) in policy.resources.iter().enumerate() {

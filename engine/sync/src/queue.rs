@@ -8,7 +8,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
+
+use crate::metrics::{labels, Labels};
 
 /// What a key names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,9 +91,27 @@ struct State {
 pub struct Queues {
     state: Mutex<State>,
     notify: Notify,
+    /// `ferry_queue_depth{tenant}`, kept current on every change.
+    depth: Option<Family<Labels, Gauge>>,
 }
 
 impl Queues {
+    /// Queues that keep `depth` (by tenant) current.
+    pub fn with_depth_gauge(depth: Family<Labels, Gauge>) -> Self {
+        Self {
+            depth: Some(depth),
+            ..Self::default()
+        }
+    }
+
+    fn report(&self, tenant: &str, waiting: usize) {
+        if let Some(depth) = &self.depth {
+            depth
+                .get_or_create(&labels(&[("tenant", tenant)]))
+                .set(waiting as i64);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -113,6 +135,7 @@ impl Queues {
         let mut state = self.lock();
         state.order.retain(|t| &**t != tenant);
         state.tenants.remove(tenant);
+        self.report(tenant, 0);
     }
 
     /// Lets workers take `tenant`'s keys.
@@ -152,9 +175,11 @@ impl Queues {
             }
             None => {
                 q.waiting.insert(key.clone(), (Instant::now(), urgent));
+                let waiting = q.waiting.len();
                 if !held {
-                    q.push(key, urgent);
+                    q.push(key.clone(), urgent);
                 }
+                self.report(&key.tenant, waiting);
             }
         }
         drop(state);
@@ -184,7 +209,9 @@ impl Queues {
                     if let Some(key) = q.pop() {
                         let since = q.waiting.remove(&key).map_or_else(Instant::now, |(t, _)| t);
                         q.processing.insert(key.clone());
+                        let waiting = q.waiting.len();
                         state.cursor = (at + 1) % n;
+                        self.report(&tenant, waiting);
                         return Some((key, since));
                     }
                 }

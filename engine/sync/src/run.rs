@@ -406,11 +406,6 @@ async fn work(shared: Arc<Shared>) {
             finish(&shared, &key, since, result);
         }
         shared.queues.done(&key);
-        shared
-            .metrics
-            .queue_depth
-            .get_or_create(&labels(&[("tenant", &key.tenant)]))
-            .set(shared.queues.depth(&key.tenant) as i64);
     }
 }
 
