@@ -330,6 +330,26 @@ async fn propagation(identity: Identity) -> Result<()> {
         |o| o["spec"]["resources"]["cpu"] == "8",
     )
     .await?;
+    // A field the tenant removes goes from the copy too.
+    merge(
+        &a,
+        DB,
+        "Database",
+        &ns,
+        "orders",
+        json!({"spec": {"version": null}}),
+    )
+    .await?;
+    until(
+        &s,
+        DB,
+        "Database",
+        &super_ns,
+        "orders",
+        "removal reaches the super copy",
+        |o| o["spec"].get("version").is_none() && o["spec"]["engine"] == "postgres",
+    )
+    .await?;
 
     let class = unique("gold");
     create(&a, json!({"apiVersion": DB, "kind": "DatabaseClass", "metadata": {"name": class}, "spec": {"engine": "postgres"}})).await?;
