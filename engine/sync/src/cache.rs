@@ -266,31 +266,34 @@ pub async fn run(
                     on_change(value);
                 }
             }
-            Ok(Event::Apply(object)) => {
-                if let Some(value) = to_value(object, &resource) {
-                    if let Some(key) = key_of(&value) {
-                        cache
-                            .objects
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(key, encode(&value));
-                        on_change(&value);
-                    }
-                }
-            }
-            Ok(Event::Delete(object)) => {
-                if let Some(value) = to_value(object, &resource) {
-                    if let Some(key) = key_of(&value) {
-                        cache
-                            .objects
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&key);
-                        on_change(&value);
-                    }
-                }
-            }
+            Ok(Event::Apply(object)) => observe(&cache, &resource, &on_change, object, true),
+            Ok(Event::Delete(object)) => observe(&cache, &resource, &on_change, object, false),
             Err(e) => tracing::warn!(cache = %cache.what, error = %e, "watch failed; retrying"),
         }
     }
+}
+
+/// Records one watched object, present or gone, and reports it.
+fn observe(
+    cache: &Cache,
+    resource: &ApiResource,
+    on_change: &OnChange,
+    object: DynamicObject,
+    present: bool,
+) {
+    let Some(value) = to_value(object, resource) else {
+        return;
+    };
+    let Some(key) = key_of(&value) else {
+        return;
+    };
+    {
+        let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
+        if present {
+            objects.insert(key, encode(&value));
+        } else {
+            objects.remove(&key);
+        }
+    }
+    on_change(&value);
 }
