@@ -6,7 +6,9 @@
 //!   concurrency;
 //! - latency added at 100 objects/s: tenant create → super copy visible, minus direct super
 //!   create → visible, p50 and p99;
-//! - memory: growth of ferry's resident memory per synced object.
+//! - memory: growth of ferry's resident memory per synced object;
+//! - restart with 10,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes and time
+//!   until converged.
 //!
 //! Writes `target/bench/sync.json`. Needs the control planes (`cargo xtask bench --sync`
 //! starts them). `FERRY_BENCH_POLICY` replaces `policies/` (to compare policies).
@@ -222,6 +224,55 @@ async fn main() -> Result<()> {
         percentile(synced_ms, 0.99),
     );
     let ratio = median(&synced) / median(&direct);
+
+    // Restart with many synced, unchanged objects: writes and time to converge.
+    let restart_objects: usize = std::env::var("FERRY_BENCH_RESTART_OBJECTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    let ns = fresh_namespace(a, "bench-restart").await?;
+    let (seen, task) = watch(s, &format!("team-a-{ns}"));
+    burst(a, &ns, restart_objects).await?;
+    wait_all(&seen, restart_objects).await?;
+    task.abort();
+    let total = ferry
+        .metric("ferry_synced_objects", &[("tenant", "team-a")])
+        .await?;
+    ferry.stop()?;
+    let started = Instant::now();
+    let mut ferry = Ferry::start(
+        Path::new(env!("CARGO_BIN_EXE_ferry")),
+        &dir,
+        &settings,
+        "ferry-restart.log",
+    )?;
+    ferry.ready().await?;
+    let ready = started.elapsed();
+    let mut calm = 0;
+    while calm < 5 {
+        let synced = ferry
+            .metric("ferry_synced_objects", &[("tenant", "team-a")])
+            .await?;
+        let depth = ferry.metric("ferry_queue_depth", &[]).await?;
+        calm = if synced >= total && depth == 0.0 {
+            calm + 1
+        } else {
+            0
+        };
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(300),
+            "no convergence after restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let converged = started.elapsed().saturating_sub(Duration::from_millis(80));
+    let restart_writes = ferry.metric("ferry_writes_total", &[]).await?;
+    println!(
+        "restart with {total} synced objects: ready in {:.1} s, converged in {:.1} s, {restart_writes} writes (target: 0 writes, <= 10 s)",
+        ready.as_secs_f64(),
+        converged.as_secs_f64()
+    );
+
     let report = json!({
         "sync_throughput_ratio": ratio,
         "direct_creates_per_second": median(&direct),
@@ -234,7 +285,8 @@ async fn main() -> Result<()> {
         "synced_latency_ms": {"p50": s50, "p99": s99},
         "added_latency_ms": {"p50": s50 - d50, "p99": s99 - d99},
         "rss_growth_bytes_per_synced_object": rss_per_object,
-        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50", "rss_growth_bytes_per_synced_object": "<= 4096"},
+        "restart": {"synced_objects": total, "ready_seconds": ready.as_secs_f64(), "converged_seconds": converged.as_secs_f64(), "writes": restart_writes},
+        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50", "rss_growth_bytes_per_synced_object": "<= 4096", "restart_10k": "0 writes, converged <= 10 s"},
     });
     println!("sync throughput ratio {ratio:.2} (synced {:.0}/s over direct {:.0}/s, {CONCURRENCY} in flight; target >= 0.9)", median(&synced), median(&direct));
     println!("latency at {RATE_PER_SECOND}/s: direct p50 {d50:.1} ms p99 {d99:.1} ms; synced p50 {s50:.1} ms p99 {s99:.1} ms; added p99 {:.1} ms (target <= 50)", s99 - d99);

@@ -17,7 +17,7 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(60);
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
 static CRDS: OnceCell<()> = OnceCell::const_new();
@@ -953,7 +953,7 @@ async fn restart_without_writes(identity: Identity) -> Result<()> {
 /// Waits until no key waits (the depth of every queue stays 0 for half a second).
 async fn drained(ferry: &Ferry) -> Result<()> {
     let mut calm = 0;
-    for _ in 0..200 {
+    for _ in 0..600 {
         if ferry.metric("ferry_queue_depth", &[]).await? == 0.0 {
             calm += 1;
             if calm >= 5 {
@@ -964,7 +964,7 @@ async fn drained(ferry: &Ferry) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    anyhow::bail!("the queue did not drain in 20s:\n{}", ferry.log())
+    anyhow::bail!("the queue did not drain in 60s:\n{}", ferry.log())
 }
 
 async fn leader_election(identity: Identity) -> Result<()> {

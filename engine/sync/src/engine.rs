@@ -512,8 +512,8 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
                     namespace,
                     name,
                 };
-                let reconciler = crate::reconcile::Reconciler::new(&shared, &tenant);
-                reconciler.record_references(&key, &object).await;
+                crate::reconcile::Reconciler::new(&shared, &tenant)
+                    .record_references(&key, &object);
             }
         }
     }

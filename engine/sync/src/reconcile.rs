@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ferry_core::policy::{Direction, Resource, Scope};
 use ferry_core::translate::{
-    Reason, Refusal, Translated, Translator, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID,
-    LABEL_FROM_SUPER, LABEL_TENANT,
+    Reason, Reference, Refusal, Translated, Translator, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
+    ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
 };
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::api::ApiResource;
@@ -285,21 +285,18 @@ impl<'a> Reconciler<'a> {
     }
 
     /// Records which dependencies `object` (of a non-dependency toSuper kind) references and
-    /// queues the dependencies whose referenced-ness changed.
-    pub async fn record_references(&self, key: &Key, object: &Value) {
-        let Kind::Resource(idx) = key.kind else {
-            return;
-        };
-        let resource = &self.shared.policy.resources[idx];
-        if let Ok(t) = self.translate(resource, object.clone(), true).await {
-            self.set_references(key, &t);
+    /// queues the dependencies whose referenced-ness changed. References are found by the
+    /// schema rules alone (transforms run after them), so no transform runs here.
+    pub fn record_references(&self, key: &Key, object: &Value) {
+        let translator = Translator::new(&self.shared.policy, None);
+        if let Ok(references) = translator.references(object.clone(), &self.tenant.names()) {
+            self.set_references(key, &references);
         }
     }
 
-    fn set_references(&self, key: &Key, translated: &Translated) {
+    fn set_references(&self, key: &Key, references: &[Reference]) {
         let policy = &self.shared.policy;
-        let targets = translated
-            .references
+        let targets = references
             .iter()
             .filter_map(|r| {
                 let idx = policy.resources.iter().position(|p| {
@@ -409,7 +406,7 @@ impl<'a> Reconciler<'a> {
                 .await;
         };
         if !resource.dependency {
-            self.set_references(key, &translated);
+            self.set_references(key, &translated.references);
         }
         let mut desired = translated.object;
         let hash = digest(&desired);
@@ -618,6 +615,10 @@ impl<'a> Reconciler<'a> {
         current: &Value,
         tenant_kind: &Served,
     ) -> Result<bool> {
+        // Nothing flows up until the super side writes status or a super-owned field.
+        if current.get("status").is_none() && !carries_owned(&resource.plan.root, current) {
+            return Ok(false);
+        }
         let fragment = match self.translate(resource, current.clone(), false).await {
             Ok(t) => t.object,
             Err(refusal) => {
@@ -828,6 +829,16 @@ impl<'a> Reconciler<'a> {
         tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, "tenant namespace gone; deleted its super namespace");
         Ok(Outcome::wrote(true))
     }
+}
+
+/// Whether `value` holds a field marked `x-ferry-owner: super` (looked up as ferry-core copies
+/// them up: through objects, not into arrays).
+fn carries_owned(node: &ferry_core::schema::Node, value: &Value) -> bool {
+    node.fields.iter().any(|(key, child)| match value.get(key) {
+        None => false,
+        Some(_) if child.has(|r| matches!(r, ferry_core::schema::Rule::OwnerSuper)) => true,
+        Some(inner) => inner.is_object() && carries_owned(child, inner),
+    })
 }
 
 fn slash(namespace: &str, name: &str) -> String {

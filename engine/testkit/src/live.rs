@@ -337,7 +337,8 @@ pub fn sum_metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
                 .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
             all.then(|| value.parse::<f64>().ok()).flatten()
         })
-        .sum()
+        // A float sum starts at -0.0; a metric with no sample reads 0.
+        .fold(0.0, |a, b| a + b)
 }
 
 /// Polls `check` until it returns `Some`, or fails after `timeout` saying what it waited for.

@@ -212,6 +212,39 @@ impl<'a> Translator<'a> {
 
     /// Translates a tenant object into the object ferry would apply in the super cluster.
     pub fn to_super(&self, object: Value, names: &NameMap, explain: bool) -> Result<Translated> {
+        let (resource, mut translated) = self.rewrite_down(object, names, explain)?;
+        let mut changes = std::mem::take(&mut translated.changes);
+        let mut object = translated.object;
+        for script in &resource.transforms {
+            object = self.run(
+                script,
+                Hook::ToSuper,
+                object,
+                names,
+                explain.then_some(&mut changes),
+            )?;
+        }
+        diff::check_namespaces(&resource.plan.root, &object, names)?;
+        Ok(Translated {
+            object,
+            changes,
+            references: translated.references,
+        })
+    }
+
+    /// The references a tenant object makes, as [`Translator::to_super`] records them (before
+    /// transforms run, so without running them): what dependency tracking needs, cheaply.
+    pub fn references(&self, object: Value, names: &NameMap) -> Result<Vec<Reference>> {
+        Ok(self.rewrite_down(object, names, false)?.1.references)
+    }
+
+    /// The schema and metadata rules of [`Translator::to_super`], without transforms.
+    fn rewrite_down(
+        &self,
+        object: Value,
+        names: &NameMap,
+        explain: bool,
+    ) -> Result<(&'a Resource, Translated)> {
         let Value::Object(mut out) = object else {
             return Err(Refusal::new(
                 Reason::Invalid,
@@ -251,21 +284,14 @@ impl<'a> Translator<'a> {
             Some(&mut references),
         )
         .apply(&resource.plan.root, &mut object, &Path::Root)?;
-        for script in &resource.transforms {
-            object = self.run(
-                script,
-                Hook::ToSuper,
+        Ok((
+            resource,
+            Translated {
                 object,
-                names,
-                explain.then_some(&mut changes),
-            )?;
-        }
-        diff::check_namespaces(&resource.plan.root, &object, names)?;
-        Ok(Translated {
-            object,
-            changes,
-            references,
-        })
+                changes,
+                references,
+            },
+        ))
     }
 
     /// Translates a super object into what ferry would write back into the tenant: for a
