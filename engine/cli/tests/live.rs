@@ -1091,11 +1091,7 @@ async fn tenant_hot_added(identity: Identity) -> Result<()> {
         |_| true,
     )
     .await?;
-    let ns_gone = env.cleanup.clone();
-    let ferry_log = ferry.log();
-    env.finish(ferry).await.context(ferry_log)?;
-    drop(ns_gone);
-    Ok(())
+    env.finish(ferry).await
 }
 
 /// A policy that refuses in every way a live tenant can meet: a transform that fails on

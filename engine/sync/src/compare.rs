@@ -108,24 +108,18 @@ pub fn same_copy(actual: &Value, desired: &Value) -> bool {
     let (Some(a), Some(d)) = (actual.as_object(), desired.as_object()) else {
         return false;
     };
-    let body = |m: &Map<String, Value>| -> Vec<(String, Value)> {
-        m.iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
-    let mut ab = body(a);
-    let mut db = body(d);
-    ab.sort_by(|x, y| x.0.cmp(&y.0));
-    db.sort_by(|x, y| x.0.cmp(&y.0));
+    let body = |k: &String| !matches!(k.as_str(), "metadata" | "status");
     let empty = Value::Object(Map::new());
-    let meta = |v: &Value, key: &str| -> Value {
+    let meta = |v: &'_ Value, key: &str| -> Value {
         v.get("metadata")
             .and_then(|m| m.get(key))
             .cloned()
             .unwrap_or_else(|| empty.clone())
     };
-    ab == db
+    a.keys().filter(|k| body(k)).count() == d.keys().filter(|k| body(k)).count()
+        && d.iter()
+            .filter(|(k, _)| body(k))
+            .all(|(k, v)| a.get(k) == Some(v))
         && meta(actual, "labels") == meta(desired, "labels")
         && meta(actual, "annotations") == meta(desired, "annotations")
 }

@@ -154,6 +154,50 @@ fn route_super(queues: &Queues, kind: Kind, resource: Option<&Resource>, object:
     }
 }
 
+/// Starts a watch cache for every policy entry (label selector from `labels`) and one for
+/// namespaces, in the cluster named `cluster` in logs; `on_change(kind)` reports their changes.
+fn watch_all(
+    client: &Client,
+    policy: &Policy,
+    cluster: &str,
+    labels: impl Fn(&Resource) -> Option<String>,
+    namespace_labels: Option<String>,
+    on_change: impl Fn(Kind) -> OnChange,
+) -> (Vec<Arc<Cache>>, Arc<Cache>, Vec<JoinHandle<()>>) {
+    let mut tasks = Vec::new();
+    let mut watch = |what: String, gvk: GroupVersionKind, labels: Option<String>, kind: Kind| {
+        let cache = Arc::new(Cache::new(what));
+        tasks.push(tokio::spawn(cache::run(
+            client.clone(),
+            gvk,
+            labels,
+            cache.clone(),
+            on_change(kind),
+        )));
+        cache
+    };
+    let caches = policy
+        .resources
+        .iter()
+        .enumerate()
+        .map(|(idx, r)| {
+            watch(
+                format!("{cluster} {}", r.group_kind),
+                gvk_of(r),
+                labels(r),
+                Kind::Resource(idx),
+            )
+        })
+        .collect();
+    let namespaces = watch(
+        format!("{cluster} Namespace"),
+        namespace_gvk(),
+        namespace_labels,
+        Kind::Namespace,
+    );
+    (caches, namespaces, tasks)
+}
+
 impl Shared {
     /// Starts the super cluster's watchers.
     pub fn new(
@@ -164,47 +208,29 @@ impl Shared {
         leader: watch::Receiver<bool>,
     ) -> Arc<Self> {
         let queues = Arc::new(Queues::with_depth_gauge(metrics.queue_depth.clone()));
-        let mut watchers = Vec::new();
-        let mut caches = Vec::new();
-        for (idx, resource) in policy.resources.iter().enumerate() {
-            let cache = Arc::new(Cache::new(format!("super {}", resource.group_kind)));
-            let labels = match resource.direction {
+        // The super side watches ferry's copies (toSuper), the selected objects (fromSuper) and
+        // ferry's namespaces; a change is routed by the ownership metadata it carries.
+        let (caches, namespaces, watchers) = watch_all(
+            &client,
+            &policy,
+            "super",
+            |resource| match resource.direction {
                 Direction::ToSuper => Some(LABEL_TENANT.to_string()),
                 Direction::FromSuper => resource.selector.as_ref().map(selector_string),
-            };
-            let on_change: OnChange = {
+            },
+            Some(LABEL_TENANT.to_string()),
+            |kind| {
                 let queues = queues.clone();
                 let policy = policy.clone();
                 Arc::new(move |object: &Value| {
-                    route_super(
-                        &queues,
-                        Kind::Resource(idx),
-                        policy.resources.get(idx),
-                        object,
-                    )
+                    let resource = match kind {
+                        Kind::Resource(idx) => policy.resources.get(idx),
+                        Kind::Namespace => None,
+                    };
+                    route_super(&queues, kind, resource, object)
                 })
-            };
-            watchers.push(tokio::spawn(cache::run(
-                client.clone(),
-                gvk_of(resource),
-                labels,
-                cache.clone(),
-                on_change,
-            )));
-            caches.push(cache);
-        }
-        let namespaces = Arc::new(Cache::new("super Namespace".into()));
-        let on_change: OnChange = {
-            let queues = queues.clone();
-            Arc::new(move |object: &Value| route_super(&queues, Kind::Namespace, None, object))
-        };
-        watchers.push(tokio::spawn(cache::run(
-            client.clone(),
-            namespace_gvk(),
-            Some(LABEL_TENANT.to_string()),
-            namespaces.clone(),
-            on_change,
-        )));
+            },
+        );
         Arc::new(Self {
             writer: Writer::new(client, "super", metrics.clone(), leader.clone()),
             policy,
@@ -356,59 +382,32 @@ impl TenantState {
     ) -> Arc<Self> {
         let name: Arc<str> = tenant.as_str().into();
         shared.queues.add_tenant(name.clone());
-        let mut tasks = Vec::new();
-        let mut caches = Vec::new();
-        for (idx, resource) in shared.policy.resources.iter().enumerate() {
-            let cache = Arc::new(Cache::new(format!("{name} {}", resource.group_kind)));
-            let labels = match resource.direction {
+        // The tenant side watches every object of toSuper kinds, ferry's copies of fromSuper
+        // kinds and every namespace; a change is keyed by where it is.
+        let (caches, namespaces, tasks) = watch_all(
+            &client,
+            &shared.policy,
+            &name,
+            |resource| match resource.direction {
                 Direction::ToSuper => None,
                 Direction::FromSuper => Some(format!("{LABEL_FROM_SUPER}=true")),
-            };
-            let on_change: OnChange = {
+            },
+            None,
+            |kind| {
                 let queues = shared.queues.clone();
                 let name = name.clone();
                 Arc::new(move |object: &Value| {
                     if let Some((namespace, n)) = key_of(object) {
                         queues.add(Key {
                             tenant: name.clone(),
-                            kind: Kind::Resource(idx),
+                            kind,
                             namespace,
                             name: n,
                         });
                     }
                 })
-            };
-            tasks.push(tokio::spawn(cache::run(
-                client.clone(),
-                gvk_of(resource),
-                labels,
-                cache.clone(),
-                on_change,
-            )));
-            caches.push(cache);
-        }
-        let namespaces = Arc::new(Cache::new(format!("{name} Namespace")));
-        let on_change: OnChange = {
-            let queues = shared.queues.clone();
-            let name = name.clone();
-            Arc::new(move |object: &Value| {
-                if let Some((_, n)) = key_of(object) {
-                    queues.add(Key {
-                        tenant: name.clone(),
-                        kind: Kind::Namespace,
-                        namespace: String::new(),
-                        name: n,
-                    });
-                }
-            })
-        };
-        tasks.push(tokio::spawn(cache::run(
-            client.clone(),
-            namespace_gvk(),
-            None,
-            namespaces.clone(),
-            on_change,
-        )));
+            },
+        );
         let recorder = Recorder::new(
             client.clone(),
             Reporter {

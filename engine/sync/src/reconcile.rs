@@ -14,7 +14,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_core::policy::{Direction, Resource, Scope};
+use ferry_core::policy::{Direction, Policy, Resource, Scope};
+use ferry_core::sandbox::Sandbox;
 use ferry_core::translate::{
     Reason, Reference, Refusal, Translated, Translator, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
     ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
@@ -108,34 +109,30 @@ impl<'a> Reconciler<'a> {
         down: bool,
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
-        if resource.transforms.is_empty() {
-            let t = Translator::new(&self.shared.policy, Some(&self.shared.sandbox));
-            return if down {
+        let run = move |policy: &Policy, sandbox: &Sandbox| {
+            let t = Translator::new(policy, Some(sandbox));
+            if down {
                 t.to_super(object, &names, false)
             } else {
                 t.to_tenant(&object, &names, false)
-            };
+            }
+        };
+        if resource.transforms.is_empty() {
+            return run(&self.shared.policy, &self.shared.sandbox);
         }
         let policy = self.shared.policy.clone();
         let sandbox = self.shared.sandbox.clone();
         // The semaphore is never closed, so acquiring only waits.
         let _permit = self.shared.transforms.acquire().await;
         let started = Instant::now();
-        let out = tokio::task::spawn_blocking(move || {
-            let t = Translator::new(&policy, Some(&sandbox));
-            if down {
-                t.to_super(object, &names, false)
-            } else {
-                t.to_tenant(&object, &names, false)
-            }
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(Refusal::new(
-                Reason::TransformFailed,
-                format!("transform worker thread failed: {e}"),
-            ))
-        });
+        let out = tokio::task::spawn_blocking(move || run(&policy, &sandbox))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Refusal::new(
+                    Reason::TransformFailed,
+                    format!("transform worker thread failed: {e}"),
+                ))
+            });
         self.shared
             .metrics
             .transform_time
