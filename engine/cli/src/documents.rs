@@ -36,8 +36,7 @@ pub fn read(path: &str) -> Result<Vec<Document>> {
 /// Parses every document of `text`.
 pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
     let mut out = Vec::new();
-    let mut line_offset = 0;
-    for chunk in ferry_core::schema::load::split_documents(text) {
+    for (line_offset, chunk) in ferry_core::schema::load::split_documents(text) {
         let parsed = serde_yaml::from_str::<Value>(chunk);
         match parsed {
             Ok(Value::Null) => {}
@@ -57,7 +56,6 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
                 bail!("{at}: {}", yaml_message(&e));
             }
         }
-        line_offset += chunk.lines().count() + 1;
     }
     Ok(out)
 }
@@ -82,13 +80,15 @@ fn push(out: &mut Vec<Document>, name: &str, value: Value) {
 
 /// YAML text of a JSON value. Numbers are converted one by one: serde_json is built with
 /// arbitrary precision (Starlark needs it), whose numbers serde_yaml cannot print directly.
+/// A number that is not a 64-bit integer or a finite float is an error, never a string (the
+/// translator refuses such objects before they get here).
 pub fn to_yaml(value: &Value) -> Result<String> {
-    Ok(serde_yaml::to_string(&yaml_value(value))?)
+    Ok(serde_yaml::to_string(&yaml_value(value)?)?)
 }
 
-fn yaml_value(value: &Value) -> serde_yaml::Value {
+fn yaml_value(value: &Value) -> Result<serde_yaml::Value> {
     use serde_yaml::Value as Y;
-    match value {
+    Ok(match value {
         Value::Null => Y::Null,
         Value::Bool(b) => Y::Bool(*b),
         Value::Number(n) => {
@@ -96,20 +96,20 @@ fn yaml_value(value: &Value) -> serde_yaml::Value {
                 Y::Number(i.into())
             } else if let Some(u) = n.as_u64() {
                 Y::Number(u.into())
-            } else if let Some(f) = n.as_f64() {
+            } else if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.is_finite()) {
                 Y::Number(f.into())
             } else {
-                Y::String(n.to_string())
+                bail!("the number {n} cannot be represented (expected a 64-bit integer or a finite float)")
             }
         }
         Value::String(s) => Y::String(s.clone()),
-        Value::Array(a) => Y::Sequence(a.iter().map(yaml_value).collect()),
+        Value::Array(a) => Y::Sequence(a.iter().map(yaml_value).collect::<Result<_>>()?),
         Value::Object(m) => Y::Mapping(
             m.iter()
-                .map(|(k, v)| (Y::String(k.clone()), yaml_value(v)))
-                .collect(),
+                .map(|(k, v)| Ok((Y::String(k.clone()), yaml_value(v)?)))
+                .collect::<Result<_>>()?,
         ),
-    }
+    })
 }
 
 #[cfg(test)]

@@ -83,7 +83,10 @@ pub fn run(args: Args) -> Result<u8> {
             Ok(t) => printed.push((t, doc.label)),
             Err(refusal) => {
                 refused += 1;
-                eprintln!("ferry: refused {}: {refusal}", doc.label);
+                eprintln!(
+                    "{}",
+                    one_line(&format!("ferry: refused {}: {refusal}", doc.label))
+                );
             }
         }
     }
@@ -100,9 +103,10 @@ fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Res
                     out.push_str("---\n");
                 }
                 if explain {
-                    out.push_str(&format!("# {label}: {} change(s)\n", t.changes.len()));
-                    for change in &t.changes {
-                        out.push_str(&format!("# {change}\n"));
+                    let head = format!("{label}: {} change(s)", t.changes.len());
+                    for line in std::iter::once(head).chain(t.changes.iter().map(|c| c.to_string()))
+                    {
+                        out.push_str(&format!("# {}\n", one_line(&line)));
                     }
                 }
                 out.push_str(&documents::to_yaml(&t.object)?);
@@ -112,9 +116,12 @@ fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Res
         Output::Json => {
             if explain {
                 for (t, label) in results {
-                    eprintln!("{label}: {} change(s)", t.changes.len());
+                    eprintln!(
+                        "{}",
+                        one_line(&format!("{label}: {} change(s)", t.changes.len()))
+                    );
                     for change in &t.changes {
-                        eprintln!("  {change}");
+                        eprintln!("  {}", one_line(&change.to_string()));
                     }
                 }
             }
@@ -130,4 +137,33 @@ fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Res
         }
     }
     Ok(())
+}
+
+/// `text` on one line: control characters (a newline in an object's name could start a new
+/// YAML document in the output, or forge a line on stderr) are shown escaped.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn control_characters_stay_on_one_line() {
+        assert_eq!(one_line("a\n---\nb\r\u{1b}[2J"), "a\\n---\\nb\\r\\u{1b}[2J");
+        assert_eq!(one_line("plain é"), "plain é");
+    }
 }

@@ -1185,6 +1185,131 @@ async fn refusals_are_events(identity: Identity) -> Result<()> {
     env.finish(ferry).await
 }
 
+const CERT: &str = "cert-manager.io/v1";
+
+fn certificate(ns: &str, name: &str, issuer: &str) -> Value {
+    json!({
+        "apiVersion": CERT,
+        "kind": "Certificate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "secretName": format!("{name}-tls"),
+            "dnsNames": ["shop.example.com"],
+            "issuerRef": {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": issuer},
+        },
+    })
+}
+
+/// The guard live: a reference to a public kind must name an object the super cluster
+/// publishes; a tenant's copy labelled public is not published.
+async fn unpublished_references_refused(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "unpublished").await?;
+    let ferry = env.ferry(&["team-a"]).await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    let ns = env.namespace("team-a", "shop").await?;
+    let super_ns = format!("team-a-{ns}");
+    let published = unique("shared-ca");
+    let private = unique("private-ca");
+    for (name, public) in [(&published, "true"), (&private, "false")] {
+        create(
+            &s,
+            json!({
+                "apiVersion": CERT,
+                "kind": "ClusterIssuer",
+                "metadata": {"name": name, "labels": {"tenancy.x-k8s.io/super.public": public}},
+                "spec": {"selfSigned": {}},
+            }),
+        )
+        .await?;
+    }
+    create(&a, certificate(&ns, "shop", &published)).await?;
+    create(&a, certificate(&ns, "unpublished", &private)).await?;
+    create(&a, certificate(&ns, "missing", "no-such-issuer")).await?;
+    until(
+        &s,
+        CERT,
+        "Certificate",
+        &super_ns,
+        "shop",
+        "a reference to a published ClusterIssuer syncs",
+        |o| o["spec"]["issuerRef"]["name"] == published.as_str(),
+    )
+    .await?;
+    for name in ["unpublished", "missing"] {
+        let note = until_event(&a, &ns, name, "UnapprovedReference").await?;
+        ensure!(note.contains("does not publish"), "{note}");
+        ensure!(
+            get(&s, CERT, "Certificate", &super_ns, name)
+                .await?
+                .is_none(),
+            "{name} was written"
+        );
+    }
+    for name in [&published, &private] {
+        delete(&s, CERT, "ClusterIssuer", "", name).await?;
+    }
+    env.finish(ferry).await
+}
+
+/// A policy whose `to_tenant` writes the tenant's spec: the guard refuses what flows up.
+fn leaky_policy(dir: &Path) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let script = "def to_super(obj, ctx):\n    return obj\n\ndef to_tenant(obj, ctx):\n    obj[\"spec\"] = {\"tier\": \"large\"}\n    return obj\n";
+    std::fs::write(dir.join("leaky.star"), script)?;
+    let pin: String = Sha256::digest(script.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let schema = ferry_testkit::root().join("schemas/databases.example.com.yaml");
+    let policy = format!(
+        "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: leaky}}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Database\n    direction: toSuper\n    schema: {}\n    transforms: [leaky]\n  transforms:\n  - name: leaky\n    file: leaky.star\n    sha256: {pin}\n",
+        schema.display()
+    );
+    let path = dir.join("leaky.yaml");
+    std::fs::write(&path, policy)?;
+    Ok(path)
+}
+
+async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "leaky").await?;
+    let mut settings = env.settings(&["team-a"]);
+    settings.policy = leaky_policy(&env.dir)?;
+    let ferry = env.start(&settings, "ferry.log").await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    let ns = env.namespace("team-a", "shop").await?;
+    let super_ns = format!("team-a-{ns}");
+    create(&a, database(&ns, "orders", db_spec("small"))).await?;
+    until(
+        &s,
+        DB,
+        "Database",
+        &super_ns,
+        "orders",
+        "super copy",
+        |_| true,
+    )
+    .await?;
+    merge_status(
+        &s,
+        DB,
+        "Database",
+        &super_ns,
+        "orders",
+        json!({"status": {"phase": "Ready"}}),
+    )
+    .await?;
+    let note = until_event(&a, &ns, "orders", "TransformFailed").await?;
+    ensure!(note.contains("spec"), "{note}");
+    let tenant = get(&a, DB, "Database", &ns, "orders")
+        .await?
+        .context("the tenant object")?;
+    ensure!(
+        tenant["spec"]["tier"] == "small" && tenant.get("status").is_none(),
+        "nothing may be written to the tenant: {tenant:#}"
+    );
+    env.finish(ferry).await
+}
+
 /// A kind approved before its CRD exists: reported, retried, and synced once served.
 async fn kind_served_later(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "served-later").await?;
@@ -1317,4 +1442,6 @@ scenarios!(
     leader_election,
     tenant_hot_added,
     refusals_are_events,
+    unpublished_references_refused,
+    to_tenant_writes_refused,
 );

@@ -38,6 +38,12 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
                 ),
             });
         }
+        for (at, message) in &resource.plan.warnings {
+            out.push(Finding {
+                at: at.to_string(),
+                message: format!("{}: {message}", resource.group_kind),
+            });
+        }
         for (path, annotated) in resource.plan.rules() {
             let Rule::Ref(r) = &annotated.rule else {
                 continue;

@@ -19,6 +19,12 @@ pub const MAX_LABEL_LEN: usize = 63;
 /// How many characters of `t-x` a hashed name keeps before `-` and the digest.
 const HASHED_KEEP: usize = 54;
 
+/// Longest DNS subdomain, and so the longest name of most Kubernetes objects.
+pub const MAX_SUBDOMAIN_LEN: usize = 253;
+
+/// Namespaces starting with this belong to Kubernetes itself; no tenant name may map into it.
+pub const RESERVED_NAMESPACE_PREFIX: &str = "kube-";
+
 /// A problem with a tenant name or a set of tenant names.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
@@ -69,6 +75,13 @@ impl Tenant {
         if let Some(why) = dns_label_problem(name) {
             return Err(invalid(&why));
         }
+        if name == RESERVED_NAMESPACE_PREFIX.trim_end_matches('-')
+            || name.starts_with(RESERVED_NAMESPACE_PREFIX)
+        {
+            return Err(invalid(&format!(
+                "its super namespaces would start with {RESERVED_NAMESPACE_PREFIX:?}, which Kubernetes reserves for its own namespaces (kube-system, kube-public)"
+            )));
+        }
         Ok(Self(name.to_string()))
     }
 
@@ -104,6 +117,69 @@ pub fn dns_label_problem(s: &str) -> Option<String> {
         return Some("it must start and end with a letter or digit".into());
     }
     None
+}
+
+/// Says why `s` is not an RFC 1123 DNS subdomain (what most Kubernetes object names must be:
+/// dot-separated DNS labels, at most 253 characters), or `None` when it is one.
+pub fn dns_subdomain_problem(s: &str) -> Option<String> {
+    if s.is_empty() {
+        return Some("it is empty".into());
+    }
+    if s.len() > MAX_SUBDOMAIN_LEN {
+        return Some(format!("it is longer than {MAX_SUBDOMAIN_LEN} characters"));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '.'))
+    {
+        return Some(format!(
+            "it contains {c:?}; only lower-case letters, digits, '-' and '.' are allowed"
+        ));
+    }
+    if s.split('.')
+        .any(|part| part.is_empty() || part.starts_with('-') || part.ends_with('-'))
+    {
+        return Some("each dot-separated part must start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Says why `key` is not a valid label or annotation key (`[prefix/]name`: an optional DNS
+/// subdomain prefix, a name of at most 63 letters, digits, `-`, `_` and `.` that starts and
+/// ends with a letter or digit), or `None` when it is one.
+pub fn qualified_name_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(why) = prefix.and_then(dns_subdomain_problem) {
+        return Some(format!("its prefix is not a DNS subdomain: {why}"));
+    }
+    label_value_problem(name).or_else(|| name.is_empty().then(|| "its name is empty".to_string()))
+}
+
+/// Says why `value` is not a valid label value (empty, or at most 63 letters, digits, `-`,
+/// `_` and `.` that starts and ends with a letter or digit), or `None` when it is one.
+pub fn label_value_problem(value: &str) -> Option<String> {
+    if value.len() > MAX_LABEL_LEN {
+        return Some(format!("it is longer than {MAX_LABEL_LEN} characters"));
+    }
+    if let Some(c) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Some(format!("it contains {c:?}"));
+    }
+    let edge = |c: Option<char>| c.is_some_and(|c| !c.is_ascii_alphanumeric());
+    if edge(value.chars().next()) || edge(value.chars().last()) {
+        return Some("it must start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Whether `namespace` is one of Kubernetes' own (`kube-system`, `kube-public`, ...).
+pub fn is_system_namespace(namespace: &str) -> bool {
+    namespace == "kube" || namespace.starts_with(RESERVED_NAMESPACE_PREFIX)
 }
 
 /// Checks a set of tenants: no duplicates and no `a-` prefix of `b` (their namespaces could
@@ -205,6 +281,16 @@ impl NameMap {
         map(self.tenant.as_str(), name)
     }
 
+    /// Whether `super_name` lies in this tenant's part of the super cluster's names: it is
+    /// `map(tenant, x)` for some name `x`, hashed or not. Every such name starts with
+    /// `tenant-`, and no other tenant's does (a valid tenant set has no `a-` prefix of `b`).
+    pub fn in_tenant_space(&self, super_name: &str) -> bool {
+        super_name
+            .strip_prefix(self.tenant.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|rest| !rest.is_empty())
+    }
+
     /// The tenant name of `super_name`, or `None` when it is not a name of this tenant.
     pub fn to_tenant(&self, super_name: &str) -> Option<String> {
         // Learnt pairs first: a hashed name also reads as the unhashed name of a 56-character
@@ -257,6 +343,33 @@ mod tests {
     }
 
     #[test]
+    fn tenants_cannot_map_into_kubernetes_namespaces() {
+        // Tenant `kube`'s namespace `system` would be `kube-system`.
+        for name in ["kube", "kube-a", "kube-system"] {
+            assert!(Tenant::new(name).is_err(), "{name}");
+        }
+        assert!(Tenant::new("kubeflow").is_ok());
+        assert!(is_system_namespace("kube-node-lease"));
+        assert!(!is_system_namespace("kubeflow"));
+    }
+
+    #[test]
+    fn subdomains_are_validated() {
+        assert_eq!(dns_subdomain_problem("gold.example.com"), None);
+        for bad in ["", "Gold", "a..b", ".a", "a-.b", "a b", "a/b"] {
+            assert!(dns_subdomain_problem(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["app", "app.kubernetes.io/name", "A_b.c"] {
+            assert_eq!(qualified_name_problem(ok), None, "{ok:?}");
+        }
+        for bad in ["", "x\n---\ny", "a/", "/a", "Bad/x", "-a", "a/b/c"] {
+            assert!(qualified_name_problem(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(label_value_problem(""), None);
+        assert!(label_value_problem("a b").is_some());
+    }
+
+    #[test]
     fn prefix_collisions_are_rejected() {
         let set = |names: &[&str]| -> Vec<Tenant> {
             names.iter().map(|n| Tenant::new(n).unwrap()).collect()
@@ -288,6 +401,7 @@ mod tests {
 
     fn tenant_strategy() -> impl Strategy<Value = String> {
         "[a-z]([a-z0-9-]{0,18}[a-z0-9])?"
+            .prop_filter("Kubernetes' own prefix", |t| !is_system_namespace(t))
     }
 
     fn name_strategy() -> impl Strategy<Value = String> {
@@ -323,6 +437,18 @@ mod tests {
                 }
                 prop_assert_ne!(map(t1, &x1), map(t2, &x2));
             }
+        }
+
+        #[test]
+        fn a_tenants_space_holds_its_names_and_no_other_tenants(
+            t1 in tenant_strategy(), t2 in tenant_strategy(), x in name_strategy(),
+        ) {
+            prop_assume!(t1 != t2);
+            let tenants = [Tenant::new(&t1).unwrap(), Tenant::new(&t2).unwrap()];
+            prop_assume!(check_tenant_set(&tenants).is_ok());
+            let names = NameMap::new(tenants[0].clone());
+            prop_assert!(names.in_tenant_space(&map(&t1, &x)));
+            prop_assert!(!names.in_tenant_space(&map(&t2, &x)));
         }
 
         #[test]

@@ -76,6 +76,12 @@ impl Cache {
         decode(text)
     }
 
+    /// Whether an object is at `namespace`/`name`.
+    pub fn contains(&self, namespace: &str, name: &str) -> bool {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects.contains_key(&(namespace.to_string(), name.to_string()))
+    }
+
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());

@@ -45,6 +45,8 @@ pub struct Shared {
     pub caches: Vec<Arc<Cache>>,
     /// The super namespaces ferry owns.
     pub namespaces: Arc<Cache>,
+    /// What the super cluster publishes, for the guard's check of references to public kinds.
+    pub public: Arc<crate::public::Catalog>,
     /// Running tenants.
     pub tenants: RwLock<BTreeMap<Arc<str>, Arc<TenantState>>>,
     /// Work.
@@ -216,7 +218,7 @@ impl Shared {
             "super",
             |resource| match resource.direction {
                 Direction::ToSuper => Some(LABEL_TENANT.to_string()),
-                Direction::FromSuper => resource.selector.as_ref().map(selector_string),
+                Direction::FromSuper => Some(crate::public::selector(resource)),
             },
             Some(LABEL_TENANT.to_string()),
             |kind| {
@@ -233,6 +235,7 @@ impl Shared {
         );
         Arc::new(Self {
             writer: Writer::new(client, "super", metrics.clone(), leader.clone()),
+            public: Arc::new(crate::public::Catalog::new(&policy, &caches)),
             policy,
             sandbox,
             caches,

@@ -109,8 +109,9 @@ impl<'a> Reconciler<'a> {
         down: bool,
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
+        let public = self.shared.public.clone();
         let run = move |policy: &Policy, sandbox: &Sandbox| {
-            let t = Translator::new(policy, Some(sandbox));
+            let t = Translator::new(policy, Some(sandbox)).with_published(&*public);
             if down {
                 t.to_super(object, &names, false)
             } else {
@@ -166,6 +167,23 @@ impl<'a> Reconciler<'a> {
 
     /// Records a refusal: a metric, a log line and an Event on the tenant object, once per
     /// distinct refusal.
+    /// A public object is (still) published: the tenant's objects refused for a reference
+    /// that may name it are looked at again.
+    fn retry_unpublished(&self) {
+        let prefix = format!("{}:", Reason::UnapprovedReference);
+        let keys: Vec<Key> = self
+            .tenant
+            .memory()
+            .refusals
+            .iter()
+            .filter(|(_, text)| text.starts_with(&prefix))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
+            self.shared.queues.add(key);
+        }
+    }
+
     async fn refuse(&self, key: &Key, object: Option<&Value>, refusal: &Refusal) {
         let text = refusal.to_string();
         {
@@ -687,6 +705,9 @@ impl<'a> Reconciler<'a> {
             .get(&key.namespace, &key.name)
             .filter(|s| !deleting(s));
         let copy = tenant_cache.get(&key.namespace, &key.name);
+        if source.is_some() {
+            self.retry_unpublished();
+        }
         let desired = match &source {
             None => None,
             Some(s) => match self.translate(resource, (**s).clone(), false).await {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::model::{Direction, LabelSelector, PolicyFile};
+use super::model::{Direction, LabelSelector, PolicyFile, Scope};
 use super::{Error, GroupKind, Policy, Resource, Result, Transform, DEFAULT_PUBLIC_LABEL};
 use crate::locate::{Location, Positions};
 use crate::naming::hex;
@@ -405,6 +405,19 @@ fn load_resource(
         }
         None => Arc::new(Plan::default()),
     };
+    if let Some(crd_scope) = &plan.crd_scope {
+        let approved = format!("{:?}", entry.scope);
+        if *crd_scope != approved {
+            return Err(invalid(
+                if entry.scope == Scope::default() { "kind" } else { "scope" },
+                format!(
+                    "scope: the entry says {approved}{}, but the CRD in {} is {crd_scope} (a cluster-scoped kind synced as Namespaced would keep its global name in the super cluster); set scope: {crd_scope}",
+                    if entry.scope == Scope::default() { " (the default)" } else { "" },
+                    plan.file
+                ),
+            ));
+        }
+    }
     Ok(Resource {
         api_version: entry.api_version.clone(),
         group_kind: GroupKind {

@@ -81,8 +81,9 @@ pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
                 replace_scalar(&mut lines, &at, &digest)
                     .ok_or_else(|| edit_failed("sha256 value not found"))?;
             } else {
+                let flow = is_flow_mapping(&lines, &positions.at(&format!("spec.transforms[{i}]")));
                 let at = positions.at(&format!("spec.transforms[{i}].file"));
-                insert_after_scalar(&mut lines, &at, &digest)
+                insert_after_scalar(&mut lines, &at, &digest, flow)
                     .ok_or_else(|| edit_failed("file value not found"))?;
             }
         }
@@ -92,6 +93,23 @@ pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
     let mut out = lines.join("\n");
     if text.ends_with('\n') {
         out.push('\n');
+    }
+    // The edit is textual: prove it kept the file a policy whose pins are the new digests,
+    // or refuse to write it.
+    let reread = super::load::parse_policy_text(file, &out).map_err(|e| Error::Invalid {
+        at: Location::file(file),
+        message: format!("cannot rewrite the pins in place without breaking the file ({e}); write the sha256 keys by hand"),
+    })?;
+    for (entry, change) in reread.spec.transforms.iter().zip(&changes) {
+        if entry.sha256.as_deref() != Some(change.after.as_str()) {
+            return Err(Error::Invalid {
+                at: positions.at("spec.transforms"),
+                message: format!(
+                    "cannot rewrite the pin of transform {} in place; set sha256: {} by hand",
+                    entry.name, change.after
+                ),
+            });
+        }
     }
     Ok((out, changes))
 }
@@ -114,20 +132,35 @@ fn replace_scalar(lines: &mut [String], at: &Location, digest: &str) -> Option<(
     Some(())
 }
 
-fn insert_after_scalar(lines: &mut Vec<String>, at: &Location, digest: &str) -> Option<()> {
+/// Inserts `sha256: <digest>` after the `file:` scalar at `at`; `flow` when the transform's
+/// entry is a flow mapping (`{name: x, file: y}`, possibly over several lines), where the pin
+/// goes on the same line after a comma.
+fn insert_after_scalar(
+    lines: &mut Vec<String>,
+    at: &Location,
+    digest: &str,
+    flow: bool,
+) -> Option<()> {
     let index = at.line.checked_sub(1)?;
     let line = lines.get_mut(index)?;
-    let (_, end) = scalar_span(line, at.column)?;
-    if line[end..].trim_start().starts_with([',', '}']) {
-        // Flow style: {name: x, file: y}
+    let (start, end) = scalar_span(line, at.column)?;
+    if flow {
         line.insert_str(end, &format!(", sha256: {digest}"));
         return Some(());
     }
     // Block style: a new key at the indentation of `file:`.
-    let key_col = line[..at.column.saturating_sub(1)].rfind("file:")?;
+    let key_col = line[..start].rfind("file:")?;
     let indent = " ".repeat(line[..key_col].chars().count());
     lines.insert(index + 1, format!("{indent}sha256: {digest}"));
     Some(())
+}
+
+/// Whether the YAML node at `at` is a flow mapping (`{...}`).
+fn is_flow_mapping(lines: &[String], at: &Location) -> bool {
+    let Some(line) = at.line.checked_sub(1).and_then(|i| lines.get(i)) else {
+        return false;
+    };
+    line.chars().nth(at.column.saturating_sub(1)) == Some('{')
 }
 
 #[cfg(test)]
@@ -181,6 +214,24 @@ mod tests {
             text.contains(&format!("sha256: {}}}", changes[0].after)),
             "{text}"
         );
+    }
+
+    #[test]
+    fn multibyte_names_and_multi_line_flow_mappings_stay_parseable() {
+        let (_dir, file) = setup(&format!(
+            "{HEAD}  - {{name: é-tränsform, file: t.star}}\n  - {{name: two,\n     file: t.star\n    }}\n"
+        ));
+        let changes = pin(&file).unwrap();
+        assert_eq!(changes.len(), 2);
+        let text = std::fs::read_to_string(&file).unwrap();
+        let doc = super::super::load::parse_policy_text(&file, &text).unwrap();
+        for (entry, change) in doc.spec.transforms.iter().zip(&changes) {
+            assert_eq!(
+                entry.sha256.as_deref(),
+                Some(change.after.as_str()),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -90,6 +90,7 @@ struct Compiler<'a> {
     known_paths: Vec<String>,
     open_paths: Vec<String>,
     suspicious: Vec<(String, Location)>,
+    warnings: Vec<(Location, String)>,
 }
 
 /// Compiles `schema`, found at `yaml_path` in the source file.
@@ -100,6 +101,7 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         known_paths: Vec::new(),
         open_paths: Vec::new(),
         suspicious: Vec::new(),
+        warnings: Vec::new(),
     };
     let root = compiler.schema(schema, yaml_path, "", 0)?;
     Ok(Plan {
@@ -108,8 +110,10 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         known_paths: compiler.known_paths,
         open_paths: compiler.open_paths,
         suspicious: compiler.suspicious,
+        warnings: compiler.warnings,
         plural: None,
         has_status_subresource: false,
+        crd_scope: None,
     })
 }
 
@@ -186,6 +190,13 @@ impl Compiler<'_> {
         depth: usize,
     ) -> Result<Node> {
         if depth > MAX_DEPTH {
+            if self.has_annotations(schema, &mut Vec::new()) {
+                return Err(self.annotation_error(
+                    yaml_path,
+                    field,
+                    format!("x-ferry-* annotations deeper than {MAX_DEPTH} levels are not supported (they would be ignored)"),
+                ));
+            }
             return Ok(Node::default());
         }
         let mut node = Node::default();
@@ -225,6 +236,10 @@ impl Compiler<'_> {
         }
         let is_ref = schema.schema_data.extensions.contains_key("x-ferry-ref")
             || schema.schema_data.extensions.contains_key(KUSTOMIZE_KIND);
+        let ref_without_namespace = node
+            .rules
+            .iter()
+            .any(|a| matches!(&a.rule, Rule::Ref(r) if r.namespace_field.is_none()));
         if let Some(properties) = properties {
             for (name, prop) in properties {
                 let child_yaml = format!("{yaml_path}.properties.{name}");
@@ -233,6 +248,17 @@ impl Compiler<'_> {
                 // The fields of an annotated reference are its name, kind and namespace.
                 if let (ReferenceOr::Item(s), false) = (prop, is_ref) {
                     self.lint(s, name, &child_yaml, &child_field);
+                }
+                if ref_without_namespace && name.to_ascii_lowercase().contains("namespace") {
+                    let how = if name == "namespace" {
+                        "ferry maps it as the reference's namespace; say so with namespaceField: namespace"
+                    } else {
+                        "it is not mapped: name it in the annotation's namespaceField if it holds the target's namespace"
+                    };
+                    self.warnings.push((
+                        self.at(&child_yaml),
+                        format!("{child_field} is a namespace field of a reference whose x-ferry-ref has no namespaceField; {how}"),
+                    ));
                 }
                 let child = self.reference(prop, &child_yaml, &child_field, depth + 1)?;
                 if !child.is_empty() {
@@ -317,6 +343,7 @@ impl Compiler<'_> {
                 ));
             }
         }
+        let mut defaulted = Vec::new();
         let origin = |key: &str| self.at(&format!("{yaml_path}.{key}"));
         let expect_true = |key: &str, v: &Value| -> Result<bool> {
             match v {
@@ -346,6 +373,12 @@ impl Compiler<'_> {
         if let Some(v) = ext.get("x-ferry-namespace") {
             if expect_true("x-ferry-namespace", v)? {
                 need_shape("x-ferry-namespace", &[Shape::String])?;
+                if let Some(default) = &schema.schema_data.default {
+                    defaulted.push((
+                        self.at(&format!("{yaml_path}.default")),
+                        format!("{field} is x-ferry-namespace and has a schema default ({default}): when a tenant leaves it out, the super API server fills in the default unmapped, outside the tenant's namespaces; remove the default or have a transform set the field"),
+                    ));
+                }
                 node.rules.push(Annotated {
                     rule: Rule::Namespace,
                     origin: origin("x-ferry-namespace"),
@@ -386,7 +419,9 @@ impl Compiler<'_> {
         }
         if let Some(v) = ext.get("x-ferry-ref") {
             need_shape("x-ferry-ref", &[Shape::String, Shape::Object])?;
-            let rule = self.ref_rule(v, &format!("{yaml_path}.x-ferry-ref"), field)?;
+            let mut rule = self.ref_rule(v, &format!("{yaml_path}.x-ferry-ref"), field)?;
+            rule.on_string = shape == Shape::String;
+            rule.on_object = shape == Shape::Object;
             node.rules.push(Annotated {
                 rule: Rule::Ref(rule),
                 origin: origin("x-ferry-ref"),
@@ -401,6 +436,8 @@ impl Compiler<'_> {
                 name_field: text(KUSTOMIZE_NAME_KEY).unwrap_or_else(|| "name".into()),
                 namespace_field: None,
                 passthrough: false,
+                on_string: shape == Shape::String,
+                on_object: shape == Shape::Object,
             };
             if rule.api_version.is_none() || rule.kind.is_none() {
                 return Err(self.annotation_error(
@@ -423,6 +460,7 @@ impl Compiler<'_> {
                 "x-ferry-drop and x-ferry-owner: super contradict each other (one keeps the field in the tenant, the other in the super cluster)".into(),
             ));
         }
+        self.warnings.append(&mut defaulted);
         Ok(())
     }
 
@@ -474,6 +512,8 @@ impl Compiler<'_> {
             name_field: text("nameField")?.unwrap_or_else(|| "name".into()),
             namespace_field: text("namespaceField")?,
             passthrough,
+            on_string: false,
+            on_object: false,
         };
         if rule.kind.is_none() && rule.kind_field.is_none() {
             return Err(err(
@@ -488,6 +528,62 @@ impl Compiler<'_> {
             ));
         }
         Ok(rule)
+    }
+
+    /// Whether `schema` or anything below it (through `$ref`s, each followed once) carries an
+    /// `x-ferry-` annotation.
+    fn has_annotations(&self, schema: &Schema, seen: &mut Vec<String>) -> bool {
+        if schema
+            .schema_data
+            .extensions
+            .keys()
+            .any(|k| k.starts_with("x-ferry-"))
+        {
+            return true;
+        }
+        let mut children: Vec<&ReferenceOr<Schema>> = Vec::new();
+        let mut boxed: Vec<&ReferenceOr<Box<Schema>>> = Vec::new();
+        let mut additional = None;
+        match &schema.schema_kind {
+            SchemaKind::Type(Type::Object(o)) => {
+                boxed.extend(o.properties.values());
+                additional = o.additional_properties.as_ref();
+            }
+            SchemaKind::Type(Type::Array(a)) => boxed.extend(a.items.as_ref()),
+            SchemaKind::AllOf { all_of: l }
+            | SchemaKind::AnyOf { any_of: l }
+            | SchemaKind::OneOf { one_of: l } => children.extend(l),
+            SchemaKind::Any(any) => {
+                boxed.extend(any.properties.values());
+                boxed.extend(any.items.as_ref());
+                additional = any.additional_properties.as_ref();
+                children.extend(any.all_of.iter().chain(&any.any_of).chain(&any.one_of));
+            }
+            _ => {}
+        }
+        if let Some(AdditionalProperties::Schema(s)) = additional {
+            children.push(s);
+        }
+        let follow = |reference: &str, seen: &mut Vec<String>| -> bool {
+            let Some(name) = reference.strip_prefix("#/components/schemas/") else {
+                return false;
+            };
+            if seen.iter().any(|s| s == name) {
+                return false;
+            }
+            seen.push(name.to_string());
+            match self.src.components.and_then(|c| c.get(name)) {
+                Some(ReferenceOr::Item(s)) => self.has_annotations(s, seen),
+                _ => false,
+            }
+        };
+        children.into_iter().any(|c| match c {
+            ReferenceOr::Item(s) => self.has_annotations(s, seen),
+            ReferenceOr::Reference { reference } => follow(reference, seen),
+        }) || boxed.into_iter().any(|c| match c {
+            ReferenceOr::Item(s) => self.has_annotations(s, seen),
+            ReferenceOr::Reference { reference } => follow(reference, seen),
+        })
     }
 
     /// Notes unannotated string fields whose names suggest a namespace or a reference.

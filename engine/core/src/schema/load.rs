@@ -106,8 +106,7 @@ pub fn plan_from_json(label: &str, schema: &Value) -> Result<Plan> {
 /// Parses every YAML document of `text` into JSON values, with each document's offset.
 fn documents(file: &Path, text: &str) -> Result<Vec<(usize, Value)>> {
     let mut out = Vec::new();
-    let mut offset = 0;
-    for chunk in split_documents(text) {
+    for (offset, chunk) in split_documents(text) {
         let doc = serde_yaml::Deserializer::from_str(chunk);
         let value = Value::deserialize(doc).map_err(|e| Error::Parse {
             at: Location::of_yaml_error(file, &e, offset),
@@ -116,24 +115,28 @@ fn documents(file: &Path, text: &str) -> Result<Vec<(usize, Value)>> {
         if !value.is_null() {
             out.push((offset, value));
         }
-        offset += chunk.lines().count() + 1;
     }
     Ok(out)
 }
 
-/// Splits a multi-document YAML text on `---` lines.
-pub fn split_documents(text: &str) -> Vec<&str> {
+/// Splits a multi-document YAML text on `---` lines, each document with the 0-based line it
+/// starts on. A document may start on the `---` line itself (`--- {kind: A}`).
+pub fn split_documents(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
-    let mut start = 0;
+    let (mut start, mut start_line) = (0, 0);
     let mut pos = 0;
-    for line in text.split_inclusive('\n') {
-        if line.trim_end() == "---" || line.starts_with("--- ") {
-            out.push(&text[start..pos]);
-            start = pos + line.len();
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
+        if line.trim_end() == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
+            out.push((start_line, &text[start..pos]));
+            if line.trim_end() == "---" {
+                (start, start_line) = (pos + line.len(), line_no + 1);
+            } else {
+                (start, start_line) = (pos + 3, line_no);
+            }
         }
         pos += line.len();
     }
-    out.push(&text[start..]);
+    out.push((start_line, &text[start..]));
     out
 }
 
@@ -186,6 +189,10 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
                     .and_then(Value::as_str)
                     .map(str::to_string);
                 plan.has_status_subresource = v.pointer("/subresources/status").is_some();
+                plan.crd_scope = doc
+                    .pointer("/spec/scope")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 return Ok(plan);
             }
             continue;

@@ -94,6 +94,50 @@ pub struct RefRule {
     pub namespace_field: Option<String>,
     /// A reference to a kind the policy does not sync passes unchanged.
     pub passthrough: bool,
+    /// The annotation is on a string field, so `namespace_field` names a sibling, which holds
+    /// a namespace even while the reference itself is absent.
+    pub on_string: bool,
+    /// The annotation is on an object field (the reference object).
+    pub on_object: bool,
+}
+
+impl RefRule {
+    /// The sibling field holding a namespace, for a reference on a string.
+    pub fn sibling_namespace(&self) -> Option<&str> {
+        self.namespace_field.as_deref().filter(|_| self.on_string)
+    }
+
+    /// The field holding the target's namespace: the declared `namespaceField`, or on a
+    /// reference object a field named `namespace` (a controller reads it whatever the
+    /// annotation says, so ferry maps and guards it too). A string reference without
+    /// `namespaceField` has none.
+    pub fn namespace_key(&self, on_object: bool) -> Option<&str> {
+        match &self.namespace_field {
+            Some(key) => Some(key),
+            None if on_object => Some("namespace"),
+            None => None,
+        }
+    }
+
+    /// The group and kind the reference points at: the `*Field`s of `fields` (the reference
+    /// object, or a string reference's siblings) first, the fixed keys when they are empty.
+    /// `None` when neither names a kind.
+    pub fn target(
+        &self,
+        fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<(String, String)> {
+        let read = |key: &Option<String>| -> Option<&str> {
+            fields?
+                .get(key.as_deref()?)?
+                .as_str()
+                .filter(|s| !s.is_empty())
+        };
+        let kind = read(&self.kind_field).or(self.kind.as_deref())?;
+        let api = read(&self.api_version_field)
+            .or(self.api_version.as_deref())
+            .unwrap_or("");
+        Some((load::group_of(api).to_string(), kind.to_string()))
+    }
 }
 
 /// What an annotation asks translation to do with a field.
@@ -153,6 +197,14 @@ impl Node {
             && self.fields.is_empty()
             && self.items.is_none()
             && self.values.is_none()
+    }
+
+    /// Whether a rule matching `pred` is on this node or below it.
+    pub fn leads_to(&self, pred: &impl Fn(&Rule) -> bool) -> bool {
+        self.has(pred)
+            || self.fields.values().any(|n| n.leads_to(pred))
+            || self.items.as_ref().is_some_and(|n| n.leads_to(pred))
+            || self.values.as_ref().is_some_and(|n| n.leads_to(pred))
     }
 
     /// Whether a rule of this variant is on this node.
@@ -224,6 +276,12 @@ pub struct Plan {
     pub plural: Option<String>,
     /// Whether the CRD version has the status subresource.
     pub has_status_subresource: bool,
+    /// The CRD's `spec.scope` (`Namespaced` or `Cluster`), when the schema is a CRD.
+    pub crd_scope: Option<String>,
+    /// Likely mistakes found while compiling (an `x-ferry-namespace` with a schema
+    /// `default`, a namespace field in a reference without `namespaceField`), for
+    /// `ferry check`: where, and what to do.
+    pub warnings: Vec<(Location, String)>,
 }
 
 impl Plan {

@@ -2,10 +2,9 @@
 
 use serde_json::Value;
 
-use super::path::Path;
+use std::collections::BTreeMap;
+
 use super::{join, Change, Reason, Refusal, Result, RESERVED_PREFIX};
-use crate::naming::NameMap;
-use crate::schema::{Node, Rule};
 
 /// Appends to `out` the leaf-level differences between `before` and `after`, attributed to
 /// `rule`.
@@ -49,14 +48,15 @@ pub fn diff(before: &Value, after: &Value, path: &str, rule: &str, out: &mut Vec
     }
 }
 
-/// The `ferry.dev/` labels and annotations of an object.
-fn reserved(v: &Value) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
+/// The `ferry.dev/` labels and annotations of an object, by path (order does not matter:
+/// Kubernetes holds them as maps).
+fn reserved(v: &Value) -> BTreeMap<String, &Value> {
+    let mut out = BTreeMap::new();
     for field in ["labels", "annotations"] {
-        if let Some(Value::Object(m)) = v.pointer(&format!("/metadata/{field}")) {
+        if let Some(Value::Object(m)) = v.get("metadata").and_then(|m| m.get(field)) {
             for (k, val) in m {
                 if k.starts_with(RESERVED_PREFIX) {
-                    out.push((format!("metadata.{field}[{k:?}]"), val.clone()));
+                    out.insert(format!("metadata.{field}[{k:?}]"), val);
                 }
             }
         }
@@ -93,13 +93,12 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
         }
     }
     let (a, b) = (reserved(before), reserved(after));
-    if a != b {
-        let changed = b
-            .iter()
-            .find(|kv| !a.contains(kv))
-            .or_else(|| a.iter().find(|kv| !b.contains(kv)))
-            .map(|(k, _)| k.clone())
-            .unwrap_or_default();
+    let changed = b
+        .iter()
+        .find(|(k, v)| a.get(*k) != Some(v))
+        .or_else(|| a.iter().find(|(k, _)| !b.contains_key(*k)))
+        .map(|(k, _)| k);
+    if let Some(changed) = changed {
         return Err(Refusal::new(
             Reason::TransformFailed,
             format!(
@@ -110,50 +109,23 @@ pub fn check_invariants(name: &str, before: &Value, after: &Value) -> Result<()>
     Ok(())
 }
 
-/// After transforms, every `x-ferry-namespace` field of a super object must still hold one of
-/// the tenant's own namespaces (or `""`): a transform cannot point a tenant's object at a
-/// namespace that is not the tenant's.
-pub fn check_namespaces(node: &Node, value: &Value, names: &NameMap) -> Result<()> {
-    walk(node, value, &Path::Root, names)
-}
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
 
-fn walk(node: &Node, value: &Value, path: &Path<'_>, names: &NameMap) -> Result<()> {
-    if node.has(|r| matches!(r, Rule::Namespace)) {
-        if let Value::String(ns) = value {
-            if !ns.is_empty() && names.to_tenant(ns).is_none() {
-                return Err(Refusal::new(
-                    Reason::TransformFailed,
-                    format!(
-                        "{path}: {ns:?} is not a namespace of tenant {} after the transforms (a transform may not point outside the tenant's namespaces)",
-                        names.tenant()
-                    ),
-                ));
-            }
-        }
+    use super::check_invariants;
+
+    #[test]
+    fn reordered_ferry_keys_are_no_change_and_a_changed_one_is_named() {
+        let before = json!({"metadata": {"name": "a", "annotations": {"ferry.dev/tenant-name": "a", "ferry.dev/tenant-namespace": "n", "x": "1"}}});
+        let reordered = json!({"metadata": {"name": "a", "annotations": {"x": "1", "ferry.dev/tenant-namespace": "n", "ferry.dev/tenant-name": "a"}}});
+        assert_eq!(check_invariants("t", &before, &reordered), Ok(()));
+        let forged = json!({"metadata": {"name": "a", "annotations": {"ferry.dev/tenant-name": "a", "ferry.dev/tenant-namespace": "other"}}});
+        let err = check_invariants("t", &before, &forged).unwrap_err();
+        assert!(err.message.contains("ferry.dev/tenant-namespace"), "{err}");
+        let dropped =
+            json!({"metadata": {"name": "a", "annotations": {"ferry.dev/tenant-name": "a"}}});
+        let err = check_invariants("t", &before, &dropped).unwrap_err();
+        assert!(err.message.contains("ferry.dev/tenant-namespace"), "{err}");
     }
-    match value {
-        Value::Object(m) => {
-            for (k, child) in &node.fields {
-                if let Some(v) = m.get(k) {
-                    walk(child, v, &path.key(k), names)?;
-                }
-            }
-            if let Some(values) = &node.values {
-                for (k, v) in m {
-                    if !node.fields.contains_key(k) {
-                        walk(values, v, &path.key(k), names)?;
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item) = &node.items {
-                for (i, v) in items.iter().enumerate() {
-                    walk(item, v, &path.index(i), names)?;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }

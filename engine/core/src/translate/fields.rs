@@ -6,9 +6,8 @@ use serde_json::{Map, Value};
 
 use super::path::Path;
 use super::{Change, Reason, Reference, Refusal, Result, LABEL_TENANT};
-use crate::naming::NameMap;
+use crate::naming::{dns_label_problem, NameMap};
 use crate::policy::{Direction, Policy, Scope};
-use crate::schema::load::group_of;
 use crate::schema::{Annotated, Node, RefRule, Rule};
 
 /// Which way the object is going.
@@ -33,12 +32,6 @@ pub struct Fields<'a> {
 struct Decision {
     renamed: Option<String>,
     map_namespace: bool,
-}
-
-/// What a reference's annotation and sibling fields say about its target.
-struct Target {
-    group: String,
-    kind: String,
 }
 
 impl<'a> Fields<'a> {
@@ -82,6 +75,7 @@ impl<'a> Fields<'a> {
             Value::Object(map) => {
                 for (key, child) in &node.fields {
                     if !map.contains_key(key) {
+                        self.absent_reference(child, map, path)?;
                         continue;
                     }
                     self.field(child, map, key, &path.key(key))?;
@@ -109,6 +103,28 @@ impl<'a> Fields<'a> {
                 }
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// A string reference that is absent still has its sibling namespace field mapped: the
+    /// field holds a namespace whether or not the name beside it is set.
+    fn absent_reference(
+        &mut self,
+        node: &Node,
+        map: &mut Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        for annotated in &node.rules {
+            if let Rule::Ref(rule) = &annotated.rule {
+                let public = rule
+                    .target(Some(map))
+                    .and_then(|(group, kind)| self.policy.resource(&group, &kind))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if let (false, Some(key)) = (public, rule.sibling_namespace()) {
+                    self.reference_namespace(annotated, key, map, path)?;
+                }
+            }
         }
         Ok(())
     }
@@ -183,7 +199,15 @@ impl<'a> Fields<'a> {
             }
         };
         let mapped = match self.way {
-            Way::Down => Some(self.names.to_super(&ns)),
+            Way::Down => {
+                if let Some(why) = dns_label_problem(&ns) {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!("{path}: {ns:?} is not a Kubernetes namespace name: {why}"),
+                    ));
+                }
+                Some(self.names.to_super(&ns))
+            }
             // A value that is not one of this tenant's namespaces is left as it is: it cannot
             // be unmapped, and guessing would point the tenant at the wrong object.
             Way::Up => self.names.to_tenant(&ns),
@@ -260,38 +284,39 @@ impl<'a> Fields<'a> {
             Value::Null => Ok(()),
             Value::String(name) => {
                 let name = name.clone();
-                let parent = path.parent();
-                let renamed = self.decide(annotated, rule, &name, path, siblings.as_deref())?;
-                let Some(decision) = renamed else {
-                    return Ok(());
-                };
+                let ns_key = rule.namespace_key(false);
+                let decision =
+                    self.decide(annotated, rule, &name, path, siblings.as_deref(), ns_key)?;
                 if let Some(new_name) = decision.renamed {
                     *value = Value::String(new_name);
                 }
-                if decision.map_namespace {
-                    if let Some(siblings) = siblings {
-                        self.reference_namespace(annotated, rule, siblings, &parent)?;
-                    }
+                if let (true, Some(siblings), Some(key)) =
+                    (decision.map_namespace, siblings, ns_key)
+                {
+                    self.reference_namespace(annotated, key, siblings, &path.parent())?;
                 }
                 Ok(())
             }
             Value::Object(fields) => {
-                let name = fields
-                    .get(&rule.name_field)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
                 let name_path = path.key(&rule.name_field);
-                let Some(decision) =
-                    self.decide(annotated, rule, &name, &name_path, Some(fields))?
-                else {
-                    return Ok(());
+                let name = match fields.get(&rule.name_field) {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => {
+                        return Err(Refusal::new(
+                            Reason::Invalid,
+                            format!("{name_path}: expected a name string, found {other}"),
+                        ))
+                    }
                 };
+                let ns_key = rule.namespace_key(true);
+                let decision =
+                    self.decide(annotated, rule, &name, &name_path, Some(fields), ns_key)?;
                 if let Some(new_name) = decision.renamed {
                     fields.insert(rule.name_field.clone(), Value::String(new_name));
                 }
-                if decision.map_namespace {
-                    self.reference_namespace(annotated, rule, fields, path)?;
+                if let (true, Some(key)) = (decision.map_namespace, ns_key) {
+                    self.reference_namespace(annotated, key, fields, path)?;
                 }
                 Ok(())
             }
@@ -302,17 +327,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Maps or unmaps the namespace field of a reference, found in `fields`.
+    /// Maps or unmaps the namespace field `key` of a reference, found in `fields`.
     fn reference_namespace(
         &mut self,
         annotated: &Annotated,
-        rule: &RefRule,
+        key: &str,
         fields: &mut Map<String, Value>,
         parent: &Path<'_>,
     ) -> Result<()> {
-        let Some(key) = &rule.namespace_field else {
-            return Ok(());
-        };
         let Some(ns) = fields.get_mut(key) else {
             return Ok(());
         };
@@ -320,8 +342,9 @@ impl<'a> Fields<'a> {
     }
 
     /// Checks a reference's target against the policy and says what to rewrite: the new name
-    /// (cluster-scoped toSuper targets) and whether to map the namespace. `None` when there is
-    /// no reference (empty name). Records the reference and the rename.
+    /// (cluster-scoped toSuper targets) and whether to map the namespace. Records the
+    /// reference and the rename. A reference with an empty name names no object, but a
+    /// namespace beside it is still mapped: it must never point outside the tenant.
     fn decide(
         &mut self,
         annotated: &Annotated,
@@ -329,36 +352,42 @@ impl<'a> Fields<'a> {
         name: &str,
         name_path: &Path<'_>,
         fields: Option<&Map<String, Value>>,
-    ) -> Result<Option<Decision>> {
+        ns_key: Option<&str>,
+    ) -> Result<Decision> {
+        let target = rule.target(fields);
+        let approved = target
+            .as_ref()
+            .and_then(|(group, kind)| self.policy.resource(group, kind));
         if name.is_empty() {
-            return Ok(None);
+            let from_super = approved.is_some_and(|r| r.direction == Direction::FromSuper);
+            return Ok(Decision {
+                renamed: None,
+                map_namespace: !from_super,
+            });
         }
-        let read = |key: &Option<String>| -> Option<String> {
-            let key = key.as_ref()?;
-            fields?
-                .get(key)?
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
+        let Some((group, kind)) = target else {
+            return Err(Refusal::new(
+                Reason::UnapprovedReference,
+                format!(
+                    "{name_path}: cannot tell which kind it refers to ({} is empty and the annotation names no kind)",
+                    rule.kind_field.as_deref().unwrap_or("kindField")
+                ),
+            ));
         };
-        let target = self.target(
-            rule,
-            read(&rule.api_version_field),
-            read(&rule.kind_field),
-            name_path,
-        )?;
         if self.way == Way::Down {
             if let Some(references) = self.references.as_deref_mut() {
+                let namespace = ns_key
+                    .and_then(|key| fields?.get(key)?.as_str())
+                    .unwrap_or_default();
                 references.push(Reference {
                     path: name_path.to_string(),
-                    group: target.group.clone(),
-                    kind: target.kind.clone(),
-                    namespace: read(&rule.namespace_field).unwrap_or_default(),
+                    group: group.clone(),
+                    kind: kind.clone(),
+                    namespace: namespace.to_string(),
                     name: name.to_string(),
                 });
             }
         }
-        let approved = self.policy.resource(&target.group, &target.kind);
         let (rename, map_namespace) = match approved {
             // A fromSuper target is the shared public object: the reference passes unchanged.
             Some(r) if r.direction == Direction::FromSuper => (false, false),
@@ -368,10 +397,10 @@ impl<'a> Fields<'a> {
             None if rule.passthrough => (false, true),
             None if self.way == Way::Up => (false, false),
             None => {
-                let shown = if target.group.is_empty() {
-                    target.kind.clone()
+                let shown = if group.is_empty() {
+                    kind
                 } else {
-                    format!("{}.{}", target.kind, target.group)
+                    format!("{kind}.{group}")
                 };
                 return Err(Refusal::new(
                     Reason::UnapprovedReference,
@@ -398,36 +427,9 @@ impl<'a> Fields<'a> {
                 renamed = Some(new_name);
             }
         }
-        Ok(Some(Decision {
+        Ok(Decision {
             renamed,
             map_namespace,
-        }))
-    }
-
-    /// The group and kind a reference points at: the fields first, the annotation's fixed
-    /// keys when the fields are empty.
-    fn target(
-        &self,
-        rule: &RefRule,
-        api_field: Option<String>,
-        kind_field: Option<String>,
-        path: &Path<'_>,
-    ) -> Result<Target> {
-        let kind = kind_field.or_else(|| rule.kind.clone()).ok_or_else(|| {
-            Refusal::new(
-                Reason::UnapprovedReference,
-                format!(
-                    "{path}: cannot tell which kind it refers to ({} is empty and the annotation names no kind)",
-                    rule.kind_field.as_deref().unwrap_or("kindField")
-                ),
-            )
-        })?;
-        let api = api_field
-            .or_else(|| rule.api_version.clone())
-            .unwrap_or_default();
-        Ok(Target {
-            group: group_of(&api).to_string(),
-            kind,
         })
     }
 }

@@ -9,7 +9,7 @@ use super::{
     join, Change, Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
     ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
 };
-use crate::naming::NameMap;
+use crate::naming::{dns_label_problem, dns_subdomain_problem, NameMap};
 use crate::policy::{Resource, Scope};
 
 /// Holds the whole last-applied object, including fields that must not leave the tenant.
@@ -110,12 +110,27 @@ pub fn down(
             ))
         }
     };
-    let Some(name) = text(&meta, "name").map(str::to_string) else {
+    let name = match meta.get("name") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        None | Some(Value::Null) | Some(Value::String(_)) => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                "metadata.name is empty (objects created with generateName are synced once the API server has named them)",
+            ))
+        }
+        Some(other) => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("metadata.name: expected a string, found {other}"),
+            ))
+        }
+    };
+    if let Some(why) = dns_subdomain_problem(&name) {
         return Err(Refusal::new(
             Reason::Invalid,
-            "metadata.name is empty (objects created with generateName are synced once the API server has named them)",
+            format!("metadata.name: {name:?} is not a valid Kubernetes object name: {why}"),
         ));
-    };
+    }
     let tenant = names.tenant().as_str();
     let mut out = Map::new();
     let name = name.as_str();
@@ -135,9 +150,24 @@ pub fn down(
     out.insert("name".into(), Value::String(super_name));
     let namespace = match resource.scope {
         Scope::Namespaced => {
-            let ns = text(&meta, "namespace")
-                .unwrap_or(DEFAULT_NAMESPACE)
-                .to_string();
+            let ns = match meta.get("namespace") {
+                None | Some(Value::Null) => DEFAULT_NAMESPACE,
+                Some(Value::String(s)) if s.is_empty() => DEFAULT_NAMESPACE,
+                Some(Value::String(s)) => s.as_str(),
+                Some(other) => {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!("metadata.namespace: expected a string, found {other}"),
+                    ))
+                }
+            }
+            .to_string();
+            if let Some(why) = dns_label_problem(&ns) {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("metadata.namespace: {ns:?} is not a Kubernetes namespace name: {why}"),
+                ));
+            }
             let super_ns = names.to_super(&ns);
             record!(
                 changes,

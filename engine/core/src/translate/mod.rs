@@ -13,9 +13,11 @@
 
 mod diff;
 mod fields;
+mod guard;
 mod metadata;
 mod path;
 
+pub use guard::Published;
 pub use path::Path;
 
 use std::fmt;
@@ -127,6 +129,7 @@ impl fmt::Display for Change {
             }
         };
         match (&self.before, &self.after) {
+            (None, None) if self.path.is_empty() => return write!(f, "note: {}", self.rule),
             (Some(b), Some(a)) => write!(f, "{}: {} -> {}", self.path, show(b), show(a))?,
             (None, Some(a)) => write!(f, "{}: added {}", self.path, show(a))?,
             (Some(_), None) => write!(f, "{}: removed", self.path)?,
@@ -169,6 +172,7 @@ pub type Result<T, E = Refusal> = std::result::Result<T, E>;
 pub struct Translator<'a> {
     policy: &'a Policy,
     sandbox: Option<&'a Sandbox>,
+    published: Option<&'a dyn Published>,
 }
 
 /// What kind of object a document is, from its `apiVersion` and `kind`.
@@ -187,7 +191,18 @@ fn type_of(obj: &Map<String, Value>) -> Result<(&str, &str)> {
 impl<'a> Translator<'a> {
     /// A translator; `sandbox` runs transforms (kinds with transforms are refused without one).
     pub fn new(policy: &'a Policy, sandbox: Option<&'a Sandbox>) -> Self {
-        Self { policy, sandbox }
+        Self {
+            policy,
+            sandbox,
+            published: None,
+        }
+    }
+
+    /// Checks references to public kinds against what the super cluster publishes (live);
+    /// without it (offline) they are noted as unverified in explanations.
+    pub fn with_published(mut self, published: &'a dyn Published) -> Self {
+        self.published = Some(published);
+        self
     }
 
     /// The approved rule for an object, or why there is none.
@@ -224,7 +239,21 @@ impl<'a> Translator<'a> {
                 explain.then_some(&mut changes),
             )?;
         }
-        diff::check_namespaces(&resource.plan.root, &object, names)?;
+        let mut guard = guard::Guard::new(
+            self.policy,
+            names,
+            self.published,
+            !resource.transforms.is_empty(),
+        );
+        guard.down(resource, &object)?;
+        if explain {
+            changes.extend(guard.unverified.into_iter().map(|note| Change {
+                path: String::new(),
+                before: None,
+                after: None,
+                rule: format!("guard: {note}"),
+            }));
+        }
         Ok(Translated {
             object,
             changes,
@@ -310,6 +339,12 @@ impl<'a> Translator<'a> {
         let mut object = match resource.direction {
             Direction::FromSuper => {
                 let labels = metadata::labels(input);
+                if let Some(owner) = labels.get(LABEL_TENANT) {
+                    return Err(Refusal::new(
+                        Reason::NotSelected,
+                        format!("the super object is tenant {owner:?}'s copy ({LABEL_TENANT}), never a public object"),
+                    ));
+                }
                 if let Some(selector) = &resource.selector {
                     if !selector.matches(&labels) {
                         return Err(Refusal::new(
@@ -345,6 +380,16 @@ impl<'a> Translator<'a> {
                 &names,
                 explain.then_some(&mut changes),
             )?;
+        }
+        let guard = guard::Guard::new(
+            self.policy,
+            &names,
+            self.published,
+            !resource.transforms.is_empty(),
+        );
+        match resource.direction {
+            Direction::FromSuper => guard.public_copy(&object)?,
+            Direction::ToSuper => guard.up(resource, &object)?,
         }
         Ok(Translated {
             object,

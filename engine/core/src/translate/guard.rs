@@ -1,0 +1,770 @@
+//! The guard: the last check on every object ferry is about to write, whatever produced it
+//! (metadata rules, schema rules, transforms). The rules that build an object try to keep the
+//! tenant inside its namespaces; the guard proves the result does, and refuses it otherwise.
+//!
+//! ```text
+//!  down:   super object ─▶ metadata (only name, namespace, labels, annotations; ferry's keys
+//!          exactly as ferry sets them) ─▶ one walk along the plan: namespaces, references,
+//!          selectors, shapes, removed fields, ferry.dev/ keys, numbers ─▶ write or refuse
+//!  up:     tenant fragment ─▶ only apiVersion, kind, name, namespace, status and
+//!          x-ferry-owner: super fields ─▶ write or refuse
+//!  public: tenant copy ─▶ metadata as ferry sets it on a read-only copy ─▶ write or refuse
+//! ```
+//!
+//! The walk follows the whole object once (ferry.dev/ keys may hide at any depth), reading
+//! the compiled plan alongside, so it costs one pass and allocates nothing unless it refuses.
+
+use serde_json::{Map, Number, Value};
+
+use super::path::Path;
+use super::{
+    Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID,
+    LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
+};
+use crate::naming::{
+    dns_label_problem, dns_subdomain_problem, is_system_namespace, label_value_problem, map,
+    qualified_name_problem, NameMap,
+};
+use crate::policy::{Direction, Policy, Resource, Scope};
+use crate::schema::{Node, RefRule, Rule};
+
+/// What the super cluster publishes to tenants (the objects of fromSuper kinds that their
+/// selector selects), so that a reference to a public kind can be checked live.
+pub trait Published: Sync {
+    /// Whether the super object `group`/`kind` `namespace`/`name` (`namespace` empty for a
+    /// cluster-scoped kind) is published.
+    fn published(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool;
+}
+
+/// Metadata keys a super copy may carry: everything else is set by the API server.
+const DOWN_METADATA: &[&str] = &["name", "namespace", "labels", "annotations"];
+
+/// The guard for one object of one tenant.
+pub struct Guard<'a> {
+    policy: &'a Policy,
+    names: &'a NameMap,
+    published: Option<&'a dyn Published>,
+    /// The reason of a refusal that is not about a reference: `TransformFailed` when a
+    /// transform had the last word, `Invalid` when the object came in that way.
+    blame: Reason,
+    /// References to public objects that could not be checked (offline), for `--explain`.
+    pub unverified: Vec<String>,
+}
+
+impl<'a> Guard<'a> {
+    /// A guard; `published` is `None` offline, where publication cannot be checked.
+    pub fn new(
+        policy: &'a Policy,
+        names: &'a NameMap,
+        published: Option<&'a dyn Published>,
+        transformed: bool,
+    ) -> Self {
+        Self {
+            policy,
+            names,
+            published,
+            blame: if transformed {
+                Reason::TransformFailed
+            } else {
+                Reason::Invalid
+            },
+            unverified: Vec::new(),
+        }
+    }
+
+    fn refuse(&self, message: String) -> Refusal {
+        Refusal::new(self.blame, message)
+    }
+
+    /// Checks a super object about to be applied for a toSuper kind.
+    pub fn down(&mut self, resource: &Resource, object: &Value) -> Result<()> {
+        let Value::Object(top) = object else {
+            return Err(self.refuse("the object to write is not an object".into()));
+        };
+        if top.contains_key("status") {
+            return Err(self.refuse("status: status never goes down to the super cluster".into()));
+        }
+        let Some(Value::Object(meta)) = top.get("metadata") else {
+            return Err(self.refuse("metadata: expected an object".into()));
+        };
+        self.down_metadata(resource, meta)?;
+        let root = Path::Root;
+        self.absent_references(&resource.plan.root, top, &root)?;
+        for (key, value) in top {
+            if key == "metadata" {
+                continue;
+            }
+            let node = resource.plan.root.fields.get(key);
+            self.walk(node, value, Some(top), &root.key(key))?;
+        }
+        Ok(())
+    }
+
+    /// Metadata of a super copy: only what ferry sets, ferry's keys exactly as it sets them.
+    fn down_metadata(&self, resource: &Resource, meta: &Map<String, Value>) -> Result<()> {
+        if let Some(key) = meta.keys().find(|k| !DOWN_METADATA.contains(&k.as_str())) {
+            return Err(self.refuse(format!(
+                "metadata.{key}: ferry sends only name, namespace, labels and annotations down"
+            )));
+        }
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or("");
+        let (labels, annotations) = (
+            string_map(meta, "labels")?,
+            string_map(meta, "annotations")?,
+        );
+        let tenant = self.names.tenant().as_str();
+        let expected_labels = vec![LABEL_TENANT];
+        let mut expected_annotations = vec![ANN_TENANT_NAME, ANN_TENANT_UID];
+        if labels.get(LABEL_TENANT).copied() != Some(tenant) {
+            return Err(self.refuse(format!(
+                "metadata.labels[{LABEL_TENANT:?}]: expected {tenant:?}, found {:?}",
+                labels.get(LABEL_TENANT).copied().unwrap_or("nothing")
+            )));
+        }
+        let tenant_name = annotations.get(ANN_TENANT_NAME).copied().unwrap_or("");
+        let name = text("name");
+        if let Some(why) = dns_subdomain_problem(tenant_name) {
+            return Err(self.refuse(format!(
+                "metadata.annotations[{ANN_TENANT_NAME:?}]: {tenant_name:?} is not a valid name: {why}"
+            )));
+        }
+        let expected_name = match resource.scope {
+            Scope::Namespaced => tenant_name.to_string(),
+            Scope::Cluster => map(tenant, tenant_name),
+        };
+        if name != expected_name {
+            return Err(self.refuse(format!(
+                "metadata.name: expected {expected_name:?} for tenant object {tenant_name:?}, found {name:?}"
+            )));
+        }
+        match resource.scope {
+            Scope::Namespaced => {
+                expected_annotations.push(ANN_TENANT_NAMESPACE);
+                let tenant_ns = annotations.get(ANN_TENANT_NAMESPACE).copied().unwrap_or("");
+                if let Some(why) = dns_label_problem(tenant_ns) {
+                    return Err(self.refuse(format!(
+                        "metadata.annotations[{ANN_TENANT_NAMESPACE:?}]: {tenant_ns:?} is not a namespace name: {why}"
+                    )));
+                }
+                let expected = self.names.to_super(tenant_ns);
+                if text("namespace") != expected {
+                    return Err(self.refuse(format!(
+                        "metadata.namespace: expected {expected:?} (tenant namespace {tenant_ns:?}), found {:?}",
+                        text("namespace")
+                    )));
+                }
+            }
+            Scope::Cluster => {
+                if meta.contains_key("namespace") {
+                    return Err(self.refuse(format!(
+                        "metadata.namespace: {} is cluster-scoped",
+                        resource.group_kind
+                    )));
+                }
+            }
+        }
+        for (key, value) in &labels {
+            let problem = qualified_name_problem(key)
+                .map(|why| format!("the key is not a valid label key: {why}"))
+                .or_else(|| {
+                    label_value_problem(value)
+                        .map(|why| format!("{value:?} is not a valid label value: {why}"))
+                });
+            if let Some(why) = problem {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("metadata.labels[{key:?}]: {why}"),
+                ));
+            }
+        }
+        if let Some((key, why)) = annotations
+            .keys()
+            .find_map(|k| qualified_name_problem(k).map(|why| (k, why)))
+        {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!(
+                    "metadata.annotations[{key:?}]: the key is not a valid annotation key: {why}"
+                ),
+            ));
+        }
+        for (field, keys, allowed) in [
+            ("labels", &labels, &expected_labels),
+            ("annotations", &annotations, &expected_annotations),
+        ] {
+            if let Some(key) = keys
+                .keys()
+                .find(|k| k.starts_with(RESERVED_PREFIX) && !allowed.contains(k))
+            {
+                return Err(self.refuse(format!(
+                    "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `value` (at `path`, a field of `parent`) against `node`'s rules, then
+    /// everything below it.
+    fn walk(
+        &mut self,
+        node: Option<&Node>,
+        value: &Value,
+        parent: Option<&Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        if let Some(node) = node {
+            for annotated in &node.rules {
+                match &annotated.rule {
+                    Rule::Drop | Rule::OwnerSuper => {
+                        return Err(self.refuse(format!(
+                            "{path}: the field is {} and never goes down",
+                            annotated.rule.name()
+                        )))
+                    }
+                    Rule::Namespace => self.namespace(value, path)?,
+                    Rule::Selector => self.selector(value, path)?,
+                    Rule::Ref(rule) => self.reference(rule, value, parent, path)?,
+                }
+            }
+            self.shape(node, value, path)?;
+        }
+        match value {
+            Value::Object(map) => {
+                if let Some(node) = node {
+                    self.absent_references(node, map, path)?;
+                }
+                let selector = node.is_some_and(|n| n.has(|r| matches!(r, Rule::Selector)));
+                for (k, v) in map {
+                    // A scoped selector's own tenant label was checked by `selector`.
+                    let scoped = selector && k == "matchLabels";
+                    if k.starts_with(RESERVED_PREFIX) {
+                        return Err(self.refuse(format!(
+                            "{}: keys under ferry.dev/ are ferry's; an object cannot carry them (a super-side controller could stamp forged ownership with them)",
+                            path.key(k)
+                        )));
+                    }
+                    let child = node.and_then(|n| n.fields.get(k).or(n.values.as_deref()));
+                    if scoped {
+                        self.walk_scoped_labels(v, &path.key(k))?;
+                    } else {
+                        self.walk(child, v, Some(map), &path.key(k))?;
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let item = node.and_then(|n| n.items.as_deref());
+                for (i, v) in items.iter().enumerate() {
+                    self.walk(item, v, None, &path.index(i))?;
+                }
+            }
+            Value::Number(n) => self.number(n, path)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The sibling namespace of a string reference that is absent still holds a namespace.
+    fn absent_references(
+        &self,
+        node: &Node,
+        map: &Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        for (key, child) in &node.fields {
+            if map.contains_key(key) {
+                continue;
+            }
+            for annotated in &child.rules {
+                let Rule::Ref(rule) = &annotated.rule else {
+                    continue;
+                };
+                let Some(ns_key) = rule.sibling_namespace() else {
+                    continue;
+                };
+                let public = rule
+                    .target(Some(map))
+                    .and_then(|(g, k)| self.policy.resource(&g, &k))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if let (false, Some(ns)) = (public, map.get(ns_key)) {
+                    self.namespace(ns, &path.key(ns_key))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `matchLabels` of a scoped selector: its values are strings, and the only
+    /// ferry.dev/ key is the tenant label (checked by [`Guard::selector`]).
+    fn walk_scoped_labels(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        if let Value::Object(labels) = value {
+            for (k, v) in labels {
+                if k.starts_with(RESERVED_PREFIX) && k != LABEL_TENANT {
+                    return Err(self.refuse(format!(
+                        "{}: keys under ferry.dev/ are ferry's",
+                        path.key(k)
+                    )));
+                }
+                if !v.is_string() {
+                    return Err(self.refuse(format!(
+                        "{}: expected a label value string, found {v}",
+                        path.key(k)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A list where the schema declares a list, an object where it declares an object: a
+    /// value of the wrong shape would slip past the rules below it.
+    fn shape(&self, node: &Node, value: &Value, path: &Path<'_>) -> Result<()> {
+        let wants_list = node.items.is_some();
+        let wants_object = !node.fields.is_empty() || node.values.is_some();
+        let ok = match value {
+            Value::Null => true,
+            Value::Array(_) => wants_list || !wants_object,
+            Value::Object(_) => wants_object || !wants_list,
+            _ => !wants_list && !wants_object,
+        };
+        if ok {
+            return Ok(());
+        }
+        let expected = match (wants_list, wants_object) {
+            (true, false) => "a list",
+            (false, true) => "an object",
+            _ => "a list or an object",
+        };
+        Err(Refusal::new(
+            Reason::Invalid,
+            format!(
+                "{path}: expected {expected} (the schema's annotations are below it), found {}",
+                shown(value)
+            ),
+        ))
+    }
+
+    /// Kubernetes (Go) holds numbers as 64-bit integers or floats: anything else would be
+    /// changed or rejected by the API server.
+    fn number(&self, n: &Number, path: &Path<'_>) -> Result<()> {
+        number(n, path)
+    }
+
+    /// A namespace-bearing value: empty, or one of this tenant's super namespaces.
+    fn namespace(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        match value {
+            Value::Null => Ok(()),
+            Value::String(ns) if ns.is_empty() => Ok(()),
+            Value::String(ns) => self.tenant_namespace(ns, path),
+            other => Err(Refusal::new(
+                Reason::Invalid,
+                format!(
+                    "{path}: expected a namespace string, found {}",
+                    shown(other)
+                ),
+            )),
+        }
+    }
+
+    fn tenant_namespace(&self, ns: &str, path: &Path<'_>) -> Result<()> {
+        if dns_label_problem(ns).is_none() && self.names.in_tenant_space(ns) {
+            return Ok(());
+        }
+        Err(self.refuse(format!(
+            "{path}: {ns:?} is not a namespace of tenant {} (a tenant's object may point only into its own namespaces)",
+            self.names.tenant()
+        )))
+    }
+
+    /// A scoped LabelSelector: it still selects only this tenant's objects.
+    fn selector(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        let selector = match value {
+            Value::Null => return Ok(()),
+            Value::Object(m) => m,
+            other => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!(
+                        "{path}: expected a LabelSelector object, found {}",
+                        shown(other)
+                    ),
+                ))
+            }
+        };
+        let tenant = self.names.tenant().as_str();
+        let found = selector
+            .get("matchLabels")
+            .and_then(|m| m.get(LABEL_TENANT))
+            .and_then(Value::as_str);
+        if found != Some(tenant) {
+            return Err(self.refuse(format!(
+                "{path}.matchLabels[{LABEL_TENANT:?}]: expected {tenant:?}, found {} (a scoped selector must select only the tenant's objects)",
+                found.map_or("nothing".to_string(), |f| format!("{f:?}"))
+            )));
+        }
+        Ok(())
+    }
+
+    /// A reference after translation: its namespace is the tenant's (or, for a public
+    /// target, a published object's), a renamed name is the tenant's, its kind is approved.
+    fn reference(
+        &mut self,
+        rule: &RefRule,
+        value: &Value,
+        parent: Option<&Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let declared = match (rule.on_string, rule.on_object) {
+            (true, _) => Some("a name string"),
+            (_, true) => Some("a reference object"),
+            _ => None,
+        };
+        if let Some(expected) =
+            declared.filter(|_| value.is_string() != rule.on_string && !value.is_null())
+        {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}: expected {expected}, found {}", shown(value)),
+            ));
+        }
+        let (fields, name, ns_key, name_path) = match value {
+            Value::Null => return Ok(()),
+            Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),
+            Value::Object(m) => {
+                let name = match m.get(&rule.name_field) {
+                    None | Some(Value::Null) => "",
+                    Some(Value::String(s)) => s.as_str(),
+                    Some(other) => {
+                        return Err(Refusal::new(
+                            Reason::Invalid,
+                            format!(
+                                "{}: expected a name string, found {}",
+                                path.key(&rule.name_field),
+                                shown(other)
+                            ),
+                        ))
+                    }
+                };
+                (
+                    Some(m),
+                    name,
+                    rule.namespace_key(true),
+                    Some(&rule.name_field),
+                )
+            }
+            other => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!(
+                        "{path}: expected a reference (a name or an object), found {}",
+                        shown(other)
+                    ),
+                ))
+            }
+        };
+        let name_path = match name_path {
+            Some(key) => path.key(key),
+            None => *path,
+        };
+        let parent_path = path.parent();
+        let ns_path = match (value, ns_key) {
+            (Value::Object(_), Some(key)) => Some(path.key(key)),
+            (_, Some(key)) => Some(parent_path.key(key)),
+            _ => None,
+        };
+        let namespace = match (fields, ns_key) {
+            (Some(fields), Some(key)) => match fields.get(key) {
+                None | Some(Value::Null) => "",
+                Some(Value::String(s)) => s.as_str(),
+                Some(other) => {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!(
+                            "{}: expected a namespace string, found {}",
+                            ns_path.as_ref().unwrap_or(path),
+                            shown(other)
+                        ),
+                    ))
+                }
+            },
+            _ => "",
+        };
+        let ns_path = ns_path.unwrap_or(*path);
+        let target = rule.target(fields);
+        let approved = target
+            .as_ref()
+            .and_then(|(group, kind)| self.policy.resource(group, kind));
+        if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
+            return self.public_reference(r, namespace, name, &ns_path, &name_path);
+        }
+        if !namespace.is_empty() {
+            self.tenant_namespace(namespace, &ns_path)?;
+        }
+        if name.is_empty() {
+            return Ok(());
+        }
+        if let Some(why) = dns_subdomain_problem(name) {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{name_path}: {name:?} is not a valid object name: {why}"),
+            ));
+        }
+        match approved {
+            Some(r) if r.scope == Scope::Cluster && !self.names.in_tenant_space(name) => {
+                Err(self.refuse(format!(
+                    "{name_path}: {name:?} is not one of tenant {}'s {} (cluster-scoped tenant objects are named {}-<name> in the super cluster)",
+                    self.names.tenant(),
+                    r.group_kind,
+                    self.names.tenant()
+                )))
+            }
+            Some(_) => Ok(()),
+            None if rule.passthrough => Ok(()),
+            None => Err(Refusal::new(
+                Reason::UnapprovedReference,
+                match target {
+                    Some((group, kind)) => format!(
+                        "{name_path} refers to {}, a kind the policy does not sync",
+                        if group.is_empty() { kind } else { format!("{kind}.{group}") }
+                    ),
+                    None => format!("{name_path}: cannot tell which kind it refers to"),
+                },
+            )),
+        }
+    }
+
+    /// A reference to a public (fromSuper) object passes unchanged, so it must name a
+    /// published object: checked live, and offline as far as the name alone allows.
+    fn public_reference(
+        &mut self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        ns_path: &Path<'_>,
+        name_path: &Path<'_>,
+    ) -> Result<()> {
+        if name.is_empty() && namespace.is_empty() {
+            return Ok(());
+        }
+        if !namespace.is_empty() {
+            if let Some(why) = dns_label_problem(namespace) {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{ns_path}: {namespace:?} is not a namespace name: {why}"),
+                ));
+            }
+            if is_system_namespace(namespace) {
+                return Err(Refusal::new(
+                    Reason::UnapprovedReference,
+                    format!(
+                        "{ns_path}: {namespace:?} is a Kubernetes system namespace; a public {} is never published there",
+                        resource.group_kind
+                    ),
+                ));
+            }
+        }
+        let namespace = match resource.scope {
+            Scope::Namespaced => namespace,
+            Scope::Cluster => "",
+        };
+        match self.published {
+            Some(p) => {
+                let gk = &resource.group_kind;
+                if p.published(&gk.group, &gk.kind, namespace, name) {
+                    Ok(())
+                } else {
+                    Err(Refusal::new(
+                        Reason::UnapprovedReference,
+                        format!(
+                            "{name_path} refers to {} {:?}, which the super cluster does not publish",
+                            resource.group_kind,
+                            slash(namespace, name)
+                        ),
+                    ))
+                }
+            }
+            None => {
+                self.unverified.push(format!(
+                    "{name_path}: {} {:?} must be published in the super cluster (checked live, not offline)",
+                    resource.group_kind,
+                    slash(namespace, name)
+                ));
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant
+    /// name and namespace, status and the `x-ferry-owner: super` fields, nothing else.
+    pub fn up(&self, resource: &Resource, object: &Value) -> Result<()> {
+        let Value::Object(top) = object else {
+            return Err(self.refuse("what flows up is not an object".into()));
+        };
+        numbers(object, &Path::Root)?;
+        let root = Path::Root;
+        for (key, value) in top {
+            let path = root.key(key);
+            match key.as_str() {
+                "apiVersion" | "kind" | "status" => {}
+                "metadata" => {
+                    let Value::Object(meta) = value else {
+                        return Err(self.refuse("metadata: expected an object".into()));
+                    };
+                    if let Some(k) = meta
+                        .keys()
+                        .find(|k| !matches!(k.as_str(), "name" | "namespace"))
+                    {
+                        return Err(self.refuse(format!(
+                            "metadata.{k}: only status and x-ferry-owner: super fields flow up into a tenant"
+                        )));
+                    }
+                }
+                _ => owned_only(resource.plan.root.fields.get(key), value, &path)
+                    .map_err(|m| self.refuse(m))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a read-only copy of a public object about to be written into a tenant.
+    pub fn public_copy(&self, object: &Value) -> Result<()> {
+        numbers(object, &Path::Root)?;
+        let Some(Value::Object(meta)) = object.get("metadata") else {
+            return Err(self.refuse("metadata: expected an object".into()));
+        };
+        if let Some(key) = meta.keys().find(|k| !DOWN_METADATA.contains(&k.as_str())) {
+            return Err(self.refuse(format!(
+                "metadata.{key}: a public copy carries only name, namespace, labels and annotations"
+            )));
+        }
+        let (labels, annotations) = (
+            string_map(meta, "labels")?,
+            string_map(meta, "annotations")?,
+        );
+        if labels.get(LABEL_FROM_SUPER).copied() != Some("true") {
+            return Err(self.refuse(format!(
+                "metadata.labels[{LABEL_FROM_SUPER:?}]: a public copy is marked \"true\""
+            )));
+        }
+        for (field, keys, allowed) in [
+            ("labels", &labels, LABEL_FROM_SUPER),
+            ("annotations", &annotations, ANN_SUPER_UID),
+        ] {
+            if let Some(key) = keys
+                .keys()
+                .find(|k| k.starts_with(RESERVED_PREFIX) && **k != allowed)
+            {
+                return Err(self.refuse(format!(
+                    "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kubernetes (Go) holds numbers as 64-bit integers or floats; with arbitrary precision a
+/// 30-digit integer is neither, and would print differently as YAML and as JSON.
+fn number(n: &Number, path: &Path<'_>) -> Result<()> {
+    if n.is_i64() || n.is_u64() || (n.is_f64() && n.as_f64().is_some_and(f64::is_finite)) {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::Invalid,
+        format!("{path}: the number {n} cannot be represented (expected a 64-bit integer or a finite float)"),
+    ))
+}
+
+/// Every number in `value`.
+fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
+    match value {
+        Value::Number(n) => number(n, path),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| numbers(v, &path.index(i))),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| numbers(v, &path.key(k))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether everything in `value` (at `path`, under plan `node`) is an `x-ferry-owner: super`
+/// field or on the way to one; the message says what is not.
+fn owned_only(
+    node: Option<&Node>,
+    value: &Value,
+    path: &Path<'_>,
+) -> std::result::Result<(), String> {
+    let owner = |r: &Rule| matches!(r, Rule::OwnerSuper);
+    match node {
+        Some(n) if n.has(owner) => Ok(()),
+        Some(n) if n.leads_to(&owner) => {
+            let Value::Object(map) = value else {
+                return Err(format!("{path}: only x-ferry-owner: super fields flow up, found {}", shown(value)));
+            };
+            for (k, v) in map {
+                owned_only(n.fields.get(k).or(n.values.as_deref()), v, &path.key(k))?;
+            }
+            Ok(())
+        }
+        _ => Err(format!(
+            "{path}: only status and x-ferry-owner: super fields flow up into a tenant (a transform's to_tenant may not write anything else)"
+        )),
+    }
+}
+
+/// The string values of `metadata.<field>`; a value that is not a string is refused (the API
+/// server would reject it, and a label must not be half-written).
+fn string_map<'m>(
+    meta: &'m Map<String, Value>,
+    field: &str,
+) -> Result<std::collections::BTreeMap<&'m str, &'m str>> {
+    let mut out = std::collections::BTreeMap::new();
+    match meta.get(field) {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                let Value::String(s) = v else {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!(
+                            "metadata.{field}[{k:?}]: expected a string, found {}",
+                            shown(v)
+                        ),
+                    ));
+                };
+                out.insert(k.as_str(), s.as_str());
+            }
+        }
+        Some(other) => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!(
+                    "metadata.{field}: expected an object, found {}",
+                    shown(other)
+                ),
+            ))
+        }
+    }
+    Ok(out)
+}
+
+fn slash(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// A value as a message shows it: short, on one line.
+fn shown(value: &Value) -> String {
+    let s = value.to_string();
+    match s.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests;

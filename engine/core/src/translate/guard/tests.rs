@@ -1,0 +1,315 @@
+//! Property tests of the guard: hostile tenant objects through the whole translation, and
+//! hostile transform outputs (any value at any annotated position, forged keys at any depth,
+//! metadata a transform must not add) straight into the guard. Whatever is not refused must
+//! satisfy the invariants, checked by an oracle written independently of the guard: it knows
+//! the fixture's fields by path, not the compiled plan.
+
+use std::path::Path as FsPath;
+
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+use super::Guard;
+use crate::naming::{dns_label_problem, NameMap, Tenant};
+use crate::policy::Policy;
+use crate::translate::Translator;
+
+const TENANT: &str = "team-a";
+
+fn policy() -> Policy {
+    let dir = FsPath::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/guard");
+    crate::policy::load(&dir).expect("the guard fixtures load")
+}
+
+fn names() -> NameMap {
+    NameMap::new(Tenant::new(TENANT).unwrap())
+}
+
+/// Namespaces a hostile tenant would try: its own, another tenant's, system ones, invalid ones.
+fn namespace() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("prod".to_string()),
+        Just("kube-system".to_string()),
+        Just("default".to_string()),
+        Just("team-b-prod".to_string()),
+        Just("team-a-prod".to_string()),
+        Just("team-a".to_string()),
+        Just("Team-B".to_string()),
+        Just("admin/team-a".to_string()),
+        Just("x".repeat(70)),
+        "[a-z][a-z0-9-]{0,12}",
+    ]
+}
+
+/// Any shape where a namespace, a reference or a list of them is expected.
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        namespace().prop_map(Value::String),
+        Just(Value::Null),
+        Just(json!(7)),
+        Just(json!(true)),
+    ];
+    let nested = leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            (namespace(), namespace(), inner).prop_map(|(name, ns, extra)| {
+                json!({"name": name, "namespace": ns, "extra": extra})
+            }),
+        ]
+    });
+    // Plain strings are what most fields hold: make them common at the top.
+    prop_oneof![2 => namespace().prop_map(Value::String), 3 => nested]
+}
+
+/// A map whose keys may be ferry's.
+fn labels() -> impl Strategy<Value = Value> {
+    proptest::collection::btree_map(
+        prop_oneof![
+            Just("ferry.dev/tenant".to_string()),
+            Just("ferry.dev/tenant-namespace".to_string()),
+            Just("app".to_string()),
+        ],
+        prop_oneof![
+            Just("team-b".to_string()),
+            Just("team-a".to_string()),
+            namespace()
+        ],
+        0..3,
+    )
+    .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k, Value::String(v))).collect()))
+}
+
+const FIELDS: &[&str] = &[
+    "targetNamespace",
+    "allowedNamespaces",
+    "restoreFrom",
+    "sources",
+    "backupSecret",
+    "backupSecretNamespace",
+    "gadget",
+    "shelfRef",
+    "rack",
+    "podSelector",
+    "notes",
+    "endpoint",
+    "template",
+];
+
+/// A hostile spec: any subset of the annotated fields, each with any value; selectors and
+/// templates with forged keys.
+fn spec() -> impl Strategy<Value = Value> {
+    (
+        proptest::collection::vec((0..FIELDS.len(), value()), 0..6),
+        labels(),
+        labels(),
+    )
+        .prop_map(|(fields, selector, template)| {
+            let mut spec = Map::new();
+            for (i, v) in fields {
+                let v = match FIELDS[i] {
+                    "podSelector" => json!({"matchLabels": selector.clone()}),
+                    "template" => json!({"metadata": {"labels": template.clone()}}),
+                    _ => v,
+                };
+                spec.insert(FIELDS[i].to_string(), v);
+            }
+            Value::Object(spec)
+        })
+}
+
+fn widget(name: &str, ns: &str, labels: Value, spec: Value) -> Value {
+    json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    })
+}
+
+/// Every string anywhere in `v`.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Value::Object(m) => m.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+/// ferry.dev/ keys anywhere in `v`, with their paths.
+fn reserved_keys(v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| reserved_keys(v, &format!("{path}[{i}]"), out)),
+        Value::Object(m) => {
+            for (k, v) in m {
+                let p = format!("{path}/{k}");
+                if k.starts_with("ferry.dev/") {
+                    out.push(p.clone());
+                }
+                reserved_keys(v, &p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn ours(ns: &str) -> bool {
+    ns.is_empty()
+        || (dns_label_problem(ns).is_none()
+            && ns.strip_prefix("team-a-").is_some_and(|r| !r.is_empty()))
+}
+
+/// What the guard promises of a written super object, checked by path.
+fn violations(obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let meta = &obj["metadata"];
+    for key in meta
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or(Vec::new())
+    {
+        if !["name", "namespace", "labels", "annotations"].contains(&key.as_str()) {
+            out.push(format!("metadata.{key} written"));
+        }
+    }
+    if !ours(meta["namespace"].as_str().unwrap_or("")) || meta["namespace"].as_str().is_none() {
+        out.push(format!("metadata.namespace {}", meta["namespace"]));
+    }
+    if meta["labels"]["ferry.dev/tenant"] != json!(TENANT) {
+        out.push("ownership label".into());
+    }
+    if obj.get("status").is_some() {
+        out.push("status went down".into());
+    }
+    let spec = &obj["spec"];
+    for dropped in ["notes", "endpoint"] {
+        if spec.get(dropped).is_some() {
+            out.push(format!("spec.{dropped} went down"));
+        }
+    }
+    let mut namespaces = Vec::new();
+    for field in [
+        "targetNamespace",
+        "allowedNamespaces",
+        "backupSecretNamespace",
+    ] {
+        strings(&spec[field], &mut namespaces);
+    }
+    strings(&spec["restoreFrom"]["namespace"], &mut namespaces);
+    match &spec["sources"] {
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| strings(&i["namespace"], &mut namespaces)),
+        other => strings(&other["namespace"], &mut namespaces),
+    }
+    for ns in namespaces.iter().filter(|ns| !ours(ns)) {
+        out.push(format!("namespace {ns:?} is not the tenant's"));
+    }
+    let mut public = Vec::new();
+    strings(&spec["shelfRef"]["namespace"], &mut public);
+    for ns in public.iter().filter(|ns| ns.starts_with("kube-")) {
+        out.push(format!("public reference into {ns:?}"));
+    }
+    match &spec["gadget"] {
+        Value::Null => {}
+        Value::String(g) if g.is_empty() || g.starts_with("team-a-") => {}
+        other => out.push(format!("gadget {other}")),
+    }
+    match &spec["podSelector"] {
+        Value::Null => {}
+        s if s["matchLabels"]["ferry.dev/tenant"] == json!(TENANT) => {}
+        other => out.push(format!("selector {other}")),
+    }
+    let mut keys = Vec::new();
+    reserved_keys(obj, "", &mut keys);
+    let allowed = [
+        "/metadata/labels/ferry.dev/tenant",
+        "/metadata/annotations/ferry.dev/tenant-namespace",
+        "/metadata/annotations/ferry.dev/tenant-name",
+        "/metadata/annotations/ferry.dev/tenant-uid",
+        "/spec/podSelector/matchLabels/ferry.dev/tenant",
+    ];
+    for key in keys.iter().filter(|k| !allowed.contains(&k.as_str())) {
+        out.push(format!("forged key {key}"));
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Hostile tenant objects through the schema and metadata rules and the guard.
+    #[test]
+    fn hostile_tenant_objects_are_refused_or_safe(
+        name in prop_oneof![Just("w".to_string()), Just("Bad..Name".to_string()), "[a-z]{1,8}"],
+        ns in namespace(),
+        labels in labels(),
+        spec in spec(),
+    ) {
+        let policy = policy();
+        let object = widget(&name, &ns, labels, spec);
+        if let Ok(t) = Translator::new(&policy, None).to_super(object.clone(), &names(), false) {
+            let v = violations(&t.object);
+            prop_assert!(v.is_empty(), "{v:?}\ninput {object:#}\noutput {:#}", t.object);
+        }
+    }
+
+    /// A transform may return anything: whatever the guard lets through is safe. Each case
+    /// makes one hostile change to a valid output, so that accepted cases are common.
+    #[test]
+    fn hostile_transform_outputs_are_refused_or_safe(
+        field in 0..FIELDS.len(),
+        v in value(),
+        change in 0..5usize,
+        extra_meta in prop_oneof![
+            Just(("ownerReferences", json!([{"kind": "Namespace", "name": "kube-system"}]))),
+            Just(("finalizers", json!(["x/y"]))),
+            Just(("namespace", json!("kube-system"))),
+            Just(("namespace", json!("team-b-prod"))),
+            Just(("name", json!("other"))),
+        ],
+        forged in labels(),
+    ) {
+        let policy = policy();
+        let resource = policy.resource("example.com", "Widget").unwrap();
+        let names = names();
+        let base = widget("w", "prod", json!({}), json!({}));
+        let mut out = Translator::new(&policy, None).to_super(base, &names, false).unwrap().object;
+        match change {
+            0 | 1 => out["spec"][FIELDS[field]] = v,
+            2 => out["metadata"][extra_meta.0] = extra_meta.1,
+            3 => out["status"] = json!({"phase": "Ready"}),
+            _ => {
+                if let Value::Object(forged) = forged {
+                    for (k, v) in forged {
+                        out["metadata"]["labels"][k] = v;
+                    }
+                }
+            }
+        }
+        let mut guard = Guard::new(&policy, &names, None, true);
+        if guard.down(resource, &out).is_ok() {
+            let v = violations(&out);
+            prop_assert!(v.is_empty(), "{v:?}\naccepted {out:#}");
+        }
+    }
+}
+
+#[test]
+fn the_oracle_sees_what_the_guard_must_refuse() {
+    // The oracle is the test's measure: it must flag each class of attack.
+    let bad = widget(
+        "w",
+        "prod",
+        json!({}),
+        json!({"restoreFrom": {"namespace": "kube-system"}, "template": {"labels": {"ferry.dev/x": "1"}}, "gadget": "team-b-gold"}),
+    );
+    let v = violations(&bad);
+    assert!(v.iter().any(|v| v.contains("kube-system")), "{v:?}");
+    assert!(v.iter().any(|v| v.contains("forged key")), "{v:?}");
+    assert!(v.iter().any(|v| v.contains("gadget")), "{v:?}");
+}

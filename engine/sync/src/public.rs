@@ -1,0 +1,77 @@
+//! What the super cluster publishes to tenants: the objects of fromSuper kinds that their
+//! selector selects, never a tenant's own copy. The guard in ferry-core asks it whether a
+//! tenant's reference to a public kind names a published object.
+
+use std::sync::Arc;
+
+use ferry_core::policy::{Direction, Policy, Resource};
+use ferry_core::translate::{Published, LABEL_TENANT};
+
+use crate::cache::Cache;
+use crate::engine::selector_string;
+
+/// The label selector of a fromSuper kind's super watch: its policy selector, and never an
+/// object carrying `ferry.dev/tenant` (a tenant's copy labelled public is not published).
+pub fn selector(resource: &Resource) -> String {
+    let own = resource
+        .selector
+        .as_ref()
+        .map(selector_string)
+        .filter(|s| !s.is_empty());
+    match own {
+        Some(s) => format!("{s},!{LABEL_TENANT}"),
+        None => format!("!{LABEL_TENANT}"),
+    }
+}
+
+/// The super caches of every fromSuper kind, by group and kind.
+pub struct Catalog {
+    kinds: Vec<(String, String, Arc<Cache>)>,
+}
+
+impl Catalog {
+    /// The catalog of `policy`, whose entries' super caches are `caches` (same order).
+    pub fn new(policy: &Policy, caches: &[Arc<Cache>]) -> Self {
+        let kinds = policy
+            .resources
+            .iter()
+            .zip(caches)
+            .filter(|(r, _)| r.direction == Direction::FromSuper)
+            .map(|(r, c)| {
+                (
+                    r.group_kind.group.clone(),
+                    r.group_kind.kind.clone(),
+                    c.clone(),
+                )
+            })
+            .collect();
+        Self { kinds }
+    }
+}
+
+impl Published for Catalog {
+    fn published(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        self.kinds
+            .iter()
+            .find(|(g, k, _)| g == group && k == kind)
+            .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_copies_are_never_selected_as_public() {
+        let policy = ferry_core::policy::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies"),
+        )
+        .expect("the example policies load");
+        let class = policy.resource("storage.k8s.io", "StorageClass").unwrap();
+        assert_eq!(
+            selector(class),
+            "tenancy.x-k8s.io/super.public=true,!ferry.dev/tenant"
+        );
+    }
+}
