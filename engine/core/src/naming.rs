@@ -99,6 +99,15 @@ impl fmt::Display for Tenant {
 
 /// Says why `s` is not an RFC 1123 DNS label, or `None` when it is one.
 pub fn dns_label_problem(s: &str) -> Option<String> {
+    let fine = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
+    let bytes = s.as_bytes();
+    if (1..=MAX_LABEL_LEN).contains(&bytes.len())
+        && bytes.iter().all(fine)
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+    {
+        return None;
+    }
     if s.is_empty() {
         return Some("it is empty".into());
     }
@@ -122,6 +131,10 @@ pub fn dns_label_problem(s: &str) -> Option<String> {
 /// Says why `s` is not an RFC 1123 DNS subdomain (what most Kubernetes object names must be:
 /// dot-separated DNS labels, at most 253 characters), or `None` when it is one.
 pub fn dns_subdomain_problem(s: &str) -> Option<String> {
+    if is_subdomain(s.as_bytes()) {
+        // The common case, a valid name: one pass, no allocation.
+        return None;
+    }
     if s.is_empty() {
         return Some("it is empty".into());
     }
@@ -144,10 +157,37 @@ pub fn dns_subdomain_problem(s: &str) -> Option<String> {
     None
 }
 
+/// Whether `b` is an RFC 1123 DNS subdomain, in one pass.
+fn is_subdomain(b: &[u8]) -> bool {
+    if b.is_empty() || b.len() > MAX_SUBDOMAIN_LEN {
+        return false;
+    }
+    // A name starts as if after a dot: a part may not start with '-' or '.'.
+    let mut prev = b'.';
+    for &c in b {
+        match c {
+            b'a'..=b'z' | b'0'..=b'9' => {}
+            b'-' if prev != b'.' => {}
+            b'.' if prev != b'.' && prev != b'-' => {}
+            _ => return false,
+        }
+        prev = c;
+    }
+    prev != b'.' && prev != b'-'
+}
+
 /// Says why `key` is not a valid label or annotation key (`[prefix/]name`: an optional DNS
 /// subdomain prefix, a name of at most 63 letters, digits, `-`, `_` and `.` that starts and
 /// ends with a letter or digit), or `None` when it is one.
 pub fn qualified_name_problem(key: &str) -> Option<String> {
+    let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+    if !name.is_empty()
+        && label_value_problem(name).is_none()
+        && (prefix.is_empty() && !key.contains('/') || dns_subdomain_problem(prefix).is_none())
+    {
+        // The common case, a valid key: no allocation.
+        return None;
+    }
     let (prefix, name) = match key.rsplit_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
@@ -161,6 +201,16 @@ pub fn qualified_name_problem(key: &str) -> Option<String> {
 /// Says why `value` is not a valid label value (empty, or at most 63 letters, digits, `-`,
 /// `_` and `.` that starts and ends with a letter or digit), or `None` when it is one.
 pub fn label_value_problem(value: &str) -> Option<String> {
+    let bytes = value.as_bytes();
+    let inner = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    if bytes.is_empty()
+        || (bytes.len() <= MAX_LABEL_LEN
+            && bytes.iter().all(inner)
+            && bytes[0].is_ascii_alphanumeric()
+            && bytes[bytes.len() - 1].is_ascii_alphanumeric())
+    {
+        return None;
+    }
     if value.len() > MAX_LABEL_LEN {
         return Some(format!("it is longer than {MAX_LABEL_LEN} characters"));
     }
@@ -220,6 +270,17 @@ pub fn map(tenant: &str, name: &str) -> String {
         cut -= 1;
     }
     format!("{}-{hex}", &joined[..cut])
+}
+
+/// Whether `candidate == map(tenant, name)`, without allocating when the name is not hashed.
+pub fn is_map_of(tenant: &str, name: &str, candidate: &str) -> bool {
+    if tenant.len() + 1 + name.len() <= MAX_LABEL_LEN {
+        return candidate.len() == tenant.len() + 1 + name.len()
+            && candidate.starts_with(tenant)
+            && candidate[tenant.len()..].starts_with('-')
+            && &candidate[tenant.len() + 1..] == name;
+    }
+    candidate == map(tenant, name)
 }
 
 /// Lower-case hex of `bytes`.

@@ -122,11 +122,11 @@ impl RefRule {
     /// The group and kind the reference points at: the `*Field`s of `fields` (the reference
     /// object, or a string reference's siblings) first, the fixed keys when they are empty.
     /// `None` when neither names a kind.
-    pub fn target(
-        &self,
-        fields: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> Option<(String, String)> {
-        let read = |key: &Option<String>| -> Option<&str> {
+    pub fn target<'s>(
+        &'s self,
+        fields: Option<&'s serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<(&'s str, &'s str)> {
+        let read = |key: &Option<String>| -> Option<&'s str> {
             fields?
                 .get(key.as_deref()?)?
                 .as_str()
@@ -136,7 +136,7 @@ impl RefRule {
         let api = read(&self.api_version_field)
             .or(self.api_version.as_deref())
             .unwrap_or("");
-        Some((load::group_of(api).to_string(), kind.to_string()))
+        Some((load::group_of(api), kind))
     }
 }
 

@@ -119,7 +119,7 @@ impl<'a> Fields<'a> {
             if let Rule::Ref(rule) = &annotated.rule {
                 let public = rule
                     .target(Some(map))
-                    .and_then(|(group, kind)| self.policy.resource(&group, &kind))
+                    .and_then(|(group, kind)| self.policy.resource(group, kind))
                     .is_some_and(|r| r.direction == Direction::FromSuper);
                 if let (false, Some(key)) = (public, rule.sibling_namespace()) {
                     self.reference_namespace(annotated, key, map, path)?;
@@ -380,9 +380,8 @@ impl<'a> Fields<'a> {
                     .and_then(|key| fields?.get(key)?.as_str())
                     .unwrap_or_default();
                 references.push(Reference {
-                    path: name_path.to_string(),
-                    group: group.clone(),
-                    kind: kind.clone(),
+                    group: group.to_string(),
+                    kind: kind.to_string(),
                     namespace: namespace.to_string(),
                     name: name.to_string(),
                 });
@@ -398,7 +397,7 @@ impl<'a> Fields<'a> {
             None if self.way == Way::Up => (false, false),
             None => {
                 let shown = if group.is_empty() {
-                    kind
+                    kind.to_string()
                 } else {
                     format!("{kind}.{group}")
                 };

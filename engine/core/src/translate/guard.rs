@@ -22,7 +22,7 @@ use super::{
     LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
 };
 use crate::naming::{
-    dns_label_problem, dns_subdomain_problem, is_system_namespace, label_value_problem, map,
+    dns_label_problem, dns_subdomain_problem, is_map_of, is_system_namespace, label_value_problem,
     qualified_name_problem, NameMap,
 };
 use crate::policy::{Direction, Policy, Resource, Scope};
@@ -47,8 +47,9 @@ pub struct Guard<'a> {
     /// The reason of a refusal that is not about a reference: `TransformFailed` when a
     /// transform had the last word, `Invalid` when the object came in that way.
     blame: Reason,
-    /// References to public objects that could not be checked (offline), for `--explain`.
-    pub unverified: Vec<String>,
+    /// References to public objects that could not be checked (offline), for `--explain`;
+    /// `None` when not explaining.
+    pub unverified: Option<Vec<String>>,
 }
 
 impl<'a> Guard<'a> {
@@ -58,6 +59,7 @@ impl<'a> Guard<'a> {
         names: &'a NameMap,
         published: Option<&'a dyn Published>,
         transformed: bool,
+        explain: bool,
     ) -> Self {
         Self {
             policy,
@@ -68,7 +70,7 @@ impl<'a> Guard<'a> {
             } else {
                 Reason::Invalid
             },
-            unverified: Vec::new(),
+            unverified: explain.then(Vec::new),
         }
     }
 
@@ -101,6 +103,7 @@ impl<'a> Guard<'a> {
     }
 
     /// Metadata of a super copy: only what ferry sets, ferry's keys exactly as it sets them.
+    /// Runs on every object, so it reads the maps in place and allocates only to refuse.
     fn down_metadata(&self, resource: &Resource, meta: &Map<String, Value>) -> Result<()> {
         if let Some(key) = meta.keys().find(|k| !DOWN_METADATA.contains(&k.as_str())) {
             return Err(self.refuse(format!(
@@ -108,48 +111,45 @@ impl<'a> Guard<'a> {
             )));
         }
         let text = |key: &str| meta.get(key).and_then(Value::as_str).unwrap_or("");
+        let empty = Map::new();
         let (labels, annotations) = (
-            string_map(meta, "labels")?,
-            string_map(meta, "annotations")?,
+            string_map(meta, "labels")?.unwrap_or(&empty),
+            string_map(meta, "annotations")?.unwrap_or(&empty),
         );
         let tenant = self.names.tenant().as_str();
-        let expected_labels = vec![LABEL_TENANT];
-        let mut expected_annotations = vec![ANN_TENANT_NAME, ANN_TENANT_UID];
-        if labels.get(LABEL_TENANT).copied() != Some(tenant) {
+        if get_str(labels, LABEL_TENANT) != Some(tenant) {
             return Err(self.refuse(format!(
                 "metadata.labels[{LABEL_TENANT:?}]: expected {tenant:?}, found {:?}",
-                labels.get(LABEL_TENANT).copied().unwrap_or("nothing")
+                get_str(labels, LABEL_TENANT).unwrap_or("nothing")
             )));
         }
-        let tenant_name = annotations.get(ANN_TENANT_NAME).copied().unwrap_or("");
+        let tenant_name = get_str(annotations, ANN_TENANT_NAME).unwrap_or("");
         let name = text("name");
         if let Some(why) = dns_subdomain_problem(tenant_name) {
             return Err(self.refuse(format!(
                 "metadata.annotations[{ANN_TENANT_NAME:?}]: {tenant_name:?} is not a valid name: {why}"
             )));
         }
-        let expected_name = match resource.scope {
-            Scope::Namespaced => tenant_name.to_string(),
-            Scope::Cluster => map(tenant, tenant_name),
+        let name_ok = match resource.scope {
+            Scope::Namespaced => name == tenant_name,
+            Scope::Cluster => is_map_of(tenant, tenant_name, name),
         };
-        if name != expected_name {
+        if !name_ok {
             return Err(self.refuse(format!(
-                "metadata.name: expected {expected_name:?} for tenant object {tenant_name:?}, found {name:?}"
+                "metadata.name: {name:?} is not the super name of tenant object {tenant_name:?}"
             )));
         }
         match resource.scope {
             Scope::Namespaced => {
-                expected_annotations.push(ANN_TENANT_NAMESPACE);
-                let tenant_ns = annotations.get(ANN_TENANT_NAMESPACE).copied().unwrap_or("");
+                let tenant_ns = get_str(annotations, ANN_TENANT_NAMESPACE).unwrap_or("");
                 if let Some(why) = dns_label_problem(tenant_ns) {
                     return Err(self.refuse(format!(
                         "metadata.annotations[{ANN_TENANT_NAMESPACE:?}]: {tenant_ns:?} is not a namespace name: {why}"
                     )));
                 }
-                let expected = self.names.to_super(tenant_ns);
-                if text("namespace") != expected {
+                if !is_map_of(tenant, tenant_ns, text("namespace")) {
                     return Err(self.refuse(format!(
-                        "metadata.namespace: expected {expected:?} (tenant namespace {tenant_ns:?}), found {:?}",
+                        "metadata.namespace: {:?} is not the super namespace of tenant namespace {tenant_ns:?}",
                         text("namespace")
                     )));
                 }
@@ -163,42 +163,41 @@ impl<'a> Guard<'a> {
                 }
             }
         }
-        for (key, value) in &labels {
-            let problem = qualified_name_problem(key)
-                .map(|why| format!("the key is not a valid label key: {why}"))
-                .or_else(|| {
-                    label_value_problem(value)
-                        .map(|why| format!("{value:?} is not a valid label value: {why}"))
-                });
-            if let Some(why) = problem {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("metadata.labels[{key:?}]: {why}"),
-                ));
+        let ours = |field: &str, key: &str| match field {
+            "labels" => key == LABEL_TENANT,
+            _ => {
+                key == ANN_TENANT_NAME
+                    || key == ANN_TENANT_UID
+                    || (key == ANN_TENANT_NAMESPACE && resource.scope == Scope::Namespaced)
             }
-        }
-        if let Some((key, why)) = annotations
-            .keys()
-            .find_map(|k| qualified_name_problem(k).map(|why| (k, why)))
-        {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!(
-                    "metadata.annotations[{key:?}]: the key is not a valid annotation key: {why}"
-                ),
-            ));
-        }
-        for (field, keys, allowed) in [
-            ("labels", &labels, &expected_labels),
-            ("annotations", &annotations, &expected_annotations),
-        ] {
-            if let Some(key) = keys
-                .keys()
-                .find(|k| k.starts_with(RESERVED_PREFIX) && !allowed.contains(k))
-            {
-                return Err(self.refuse(format!(
-                    "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
-                )));
+        };
+        for (field, map) in [("labels", labels), ("annotations", annotations)] {
+            for (key, value) in map {
+                if key.starts_with(RESERVED_PREFIX) && !ours(field, key) {
+                    return Err(self.refuse(format!(
+                        "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
+                    )));
+                }
+                let value = value.as_str().unwrap_or("");
+                let problem = qualified_name_problem(key)
+                    .map(|why| {
+                        format!(
+                            "the key is not a valid {} key: {why}",
+                            &field[..field.len() - 1]
+                        )
+                    })
+                    .or_else(|| {
+                        (field == "labels")
+                            .then(|| label_value_problem(value))
+                            .flatten()
+                            .map(|why| format!("{value:?} is not a valid label value: {why}"))
+                    });
+                if let Some(why) = problem {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!("metadata.{field}[{key:?}]: {why}"),
+                    ));
+                }
             }
         }
         Ok(())
@@ -272,9 +271,6 @@ impl<'a> Guard<'a> {
         path: &Path<'_>,
     ) -> Result<()> {
         for (key, child) in &node.fields {
-            if map.contains_key(key) {
-                continue;
-            }
             for annotated in &child.rules {
                 let Rule::Ref(rule) = &annotated.rule else {
                     continue;
@@ -282,9 +278,12 @@ impl<'a> Guard<'a> {
                 let Some(ns_key) = rule.sibling_namespace() else {
                     continue;
                 };
+                if map.contains_key(key) {
+                    continue;
+                }
                 let public = rule
                     .target(Some(map))
-                    .and_then(|(g, k)| self.policy.resource(&g, &k))
+                    .and_then(|(g, k)| self.policy.resource(g, k))
                     .is_some_and(|r| r.direction == Direction::FromSuper);
                 if let (false, Some(ns)) = (public, map.get(ns_key)) {
                     self.namespace(ns, &path.key(ns_key))?;
@@ -525,7 +524,7 @@ impl<'a> Guard<'a> {
                 match target {
                     Some((group, kind)) => format!(
                         "{name_path} refers to {}, a kind the policy does not sync",
-                        if group.is_empty() { kind } else { format!("{kind}.{group}") }
+                        if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") }
                     ),
                     None => format!("{name_path}: cannot tell which kind it refers to"),
                 },
@@ -584,7 +583,10 @@ impl<'a> Guard<'a> {
                 }
             }
             None => {
-                self.unverified.push(format!(
+                let Some(unverified) = self.unverified.as_mut() else {
+                    return Ok(());
+                };
+                unverified.push(format!(
                     "{name_path}: {} {:?} must be published in the super cluster (checked live, not offline)",
                     resource.group_kind,
                     slash(namespace, name)
@@ -637,22 +639,21 @@ impl<'a> Guard<'a> {
                 "metadata.{key}: a public copy carries only name, namespace, labels and annotations"
             )));
         }
-        let (labels, annotations) = (
-            string_map(meta, "labels")?,
-            string_map(meta, "annotations")?,
-        );
-        if labels.get(LABEL_FROM_SUPER).copied() != Some("true") {
+        let empty = Map::new();
+        let labels = string_map(meta, "labels")?.unwrap_or(&empty);
+        let annotations = string_map(meta, "annotations")?.unwrap_or(&empty);
+        if labels.get(LABEL_FROM_SUPER).and_then(Value::as_str) != Some("true") {
             return Err(self.refuse(format!(
                 "metadata.labels[{LABEL_FROM_SUPER:?}]: a public copy is marked \"true\""
             )));
         }
         for (field, keys, allowed) in [
-            ("labels", &labels, LABEL_FROM_SUPER),
-            ("annotations", &annotations, ANN_SUPER_UID),
+            ("labels", labels, LABEL_FROM_SUPER),
+            ("annotations", annotations, ANN_SUPER_UID),
         ] {
             if let Some(key) = keys
                 .keys()
-                .find(|k| k.starts_with(RESERVED_PREFIX) && **k != allowed)
+                .find(|k| k.starts_with(RESERVED_PREFIX) && *k != allowed)
             {
                 return Err(self.refuse(format!(
                     "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
@@ -713,40 +714,36 @@ fn owned_only(
     }
 }
 
-/// The string values of `metadata.<field>`; a value that is not a string is refused (the API
-/// server would reject it, and a label must not be half-written).
+/// `metadata.<field>` (labels or annotations), once every value is checked to be a string
+/// (the API server would reject anything else, and a label must not be half-written).
 fn string_map<'m>(
     meta: &'m Map<String, Value>,
     field: &str,
-) -> Result<std::collections::BTreeMap<&'m str, &'m str>> {
-    let mut out = std::collections::BTreeMap::new();
+) -> Result<Option<&'m Map<String, Value>>> {
     match meta.get(field) {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => {
-            for (k, v) in m {
-                let Value::String(s) = v else {
-                    return Err(Refusal::new(
-                        Reason::Invalid,
-                        format!(
-                            "metadata.{field}[{k:?}]: expected a string, found {}",
-                            shown(v)
-                        ),
-                    ));
-                };
-                out.insert(k.as_str(), s.as_str());
-            }
-        }
-        Some(other) => {
-            return Err(Refusal::new(
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => match m.iter().find(|(_, v)| !v.is_string()) {
+            Some((k, v)) => Err(Refusal::new(
                 Reason::Invalid,
                 format!(
-                    "metadata.{field}: expected an object, found {}",
-                    shown(other)
+                    "metadata.{field}[{k:?}]: expected a string, found {}",
+                    shown(v)
                 ),
-            ))
-        }
+            )),
+            None => Ok(Some(m)),
+        },
+        Some(other) => Err(Refusal::new(
+            Reason::Invalid,
+            format!(
+                "metadata.{field}: expected an object, found {}",
+                shown(other)
+            ),
+        )),
     }
-    Ok(out)
+}
+
+fn get_str<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
+    map.get(key).and_then(Value::as_str)
 }
 
 fn slash(namespace: &str, name: &str) -> String {

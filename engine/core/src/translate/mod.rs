@@ -142,8 +142,6 @@ impl fmt::Display for Change {
 /// An object another object refers to, found while translating down.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Reference {
-    /// The field that refers.
-    pub path: String,
     /// Target group (empty for core).
     pub group: String,
     /// Target kind.
@@ -244,10 +242,11 @@ impl<'a> Translator<'a> {
             names,
             self.published,
             !resource.transforms.is_empty(),
+            explain,
         );
         guard.down(resource, &object)?;
-        if explain {
-            changes.extend(guard.unverified.into_iter().map(|note| Change {
+        if let Some(unverified) = guard.unverified {
+            changes.extend(unverified.into_iter().map(|note| Change {
                 path: String::new(),
                 before: None,
                 after: None,
@@ -386,6 +385,7 @@ impl<'a> Translator<'a> {
             &names,
             self.published,
             !resource.transforms.is_empty(),
+            false,
         );
         match resource.direction {
             Direction::FromSuper => guard.public_copy(&object)?,
