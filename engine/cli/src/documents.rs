@@ -37,6 +37,11 @@ pub fn read(path: &str) -> Result<Vec<Document>> {
 pub fn parse(name: &str, text: &str) -> Result<Vec<Document>> {
     let mut out = Vec::new();
     for (line_offset, chunk) in ferry_core::schema::load::split_documents(text) {
+        if let Some((at, message)) =
+            ferry_core::locate::duplicate_key(Path::new(name), chunk, line_offset)
+        {
+            bail!("{at}: {message}");
+        }
         let parsed = serde_yaml::from_str::<Value>(chunk);
         match parsed {
             Ok(Value::Null) => {}

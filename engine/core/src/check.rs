@@ -29,7 +29,13 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
                 ),
             });
         }
-        for (field, at) in &resource.plan.suspicious {
+        // A fromSuper kind's fields are the platform's: nothing of the tenant's is rewritten
+        // in them, so unannotated namespace-like fields are no mistake there.
+        let suspicious = match resource.direction {
+            Direction::ToSuper => resource.plan.suspicious.as_slice(),
+            Direction::FromSuper => &[],
+        };
+        for (field, at) in suspicious {
             out.push(Finding {
                 at: at.to_string(),
                 message: format!(

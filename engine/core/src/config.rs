@@ -163,6 +163,9 @@ pub fn load(path: &Path) -> Result<Config> {
         message: yaml_message(&e),
     })?;
     let positions = Positions::index(path, &text);
+    if let Some((at, message)) = positions.duplicate_error() {
+        return Err(Error { at, message });
+    }
     let invalid = |at: &str, message: String| Error {
         at: positions.at(at),
         message,

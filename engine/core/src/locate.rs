@@ -74,6 +74,17 @@ impl fmt::Display for Location {
 pub struct Positions {
     file: PathBuf,
     nodes: HashMap<String, (usize, usize)>,
+    duplicate: Option<(String, (usize, usize))>,
+}
+
+/// The first mapping key that appears twice in the first YAML document of `text` (whose text
+/// starts `line_offset` lines into `file`), as an error message with its location: YAML says
+/// keys are unique, and a last-wins reading would silently lose the first value (kubectl's
+/// strict decoding refuses them too).
+pub fn duplicate_key(file: &Path, text: &str, line_offset: usize) -> Option<(Location, String)> {
+    let mut positions = Positions::index(file, text);
+    positions.shift_lines(line_offset);
+    positions.duplicate_error()
 }
 
 impl Positions {
@@ -86,12 +97,30 @@ impl Positions {
         Self {
             file: file.to_path_buf(),
             nodes: walker.nodes,
+            duplicate: walker.duplicate,
         }
+    }
+
+    /// Where the first duplicate mapping key of the document is, and the error message.
+    pub fn duplicate_error(&self) -> Option<(Location, String)> {
+        let (path, (line, column)) = self.duplicate.as_ref()?;
+        let at = Location {
+            file: self.file.clone(),
+            line: *line,
+            column: *column,
+        };
+        Some((
+            at,
+            format!("duplicate key {path} (each key may appear once)"),
+        ))
     }
 
     /// Moves every position down by `lines`, for a document that starts further into its file.
     pub fn shift_lines(&mut self, lines: usize) {
         for pos in self.nodes.values_mut() {
+            pos.0 += lines;
+        }
+        if let Some((_, pos)) = self.duplicate.as_mut() {
             pos.0 += lines;
         }
     }
@@ -117,8 +146,15 @@ impl Positions {
 
 /// One open collection while walking.
 enum Frame {
-    Map { path: String, key: Option<String> },
-    Seq { path: String, next: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+        seen: std::collections::HashSet<String>,
+    },
+    Seq {
+        path: String,
+        next: usize,
+    },
 }
 
 #[derive(Default)]
@@ -126,6 +162,7 @@ struct Walker {
     stack: Vec<Frame>,
     nodes: HashMap<String, (usize, usize)>,
     depth_docs: usize,
+    duplicate: Option<(String, (usize, usize))>,
 }
 
 impl Walker {
@@ -139,7 +176,7 @@ impl Walker {
                 *next += 1;
                 Some(p)
             }
-            Some(Frame::Map { path, key }) => key.take().map(|k| {
+            Some(Frame::Map { path, key, .. }) => key.take().map(|k| {
                 if path.is_empty() {
                     k
                 } else {
@@ -161,12 +198,15 @@ impl MarkedEventReceiver for Walker {
             Event::Scalar(value, ..) => {
                 let is_key = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
                 if is_key {
-                    if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
+                    if let Some(Frame::Map { path, key, seen }) = self.stack.last_mut() {
                         let full = if path.is_empty() {
                             value.clone()
                         } else {
                             format!("{path}.{value}")
                         };
+                        if !seen.insert(value.clone()) && self.duplicate.is_none() {
+                            self.duplicate = Some((full.clone(), pos));
+                        }
                         // A key's own position is where an "unknown field" points.
                         self.nodes.entry(full).or_insert(pos);
                         *key = Some(value);
@@ -181,7 +221,11 @@ impl MarkedEventReceiver for Walker {
             Event::MappingStart(..) => {
                 let path = self.next_path().unwrap_or_default();
                 self.nodes.entry(path.clone()).or_insert(pos);
-                self.stack.push(Frame::Map { path, key: None });
+                self.stack.push(Frame::Map {
+                    path,
+                    key: None,
+                    seen: Default::default(),
+                });
             }
             Event::SequenceStart(..) => {
                 let path = self.next_path().unwrap_or_default();
@@ -209,5 +253,20 @@ mod tests {
         // An unindexed child falls back to its parent.
         assert_eq!(pos.at("spec.resources[1].schema").line, 5);
         assert_eq!(pos.at("nope").to_string(), "p.yaml");
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_with_their_place() {
+        let text = "spec:\n  dataFrom: [a]\n  target: {name: x}\n  dataFrom: [b]\n";
+        let (at, err) = duplicate_key(Path::new("es.yaml"), text, 10).unwrap();
+        assert_eq!(at.to_string(), "es.yaml:14:3");
+        assert_eq!(
+            err,
+            "duplicate key spec.dataFrom (each key may appear once)"
+        );
+        assert_eq!(
+            duplicate_key(Path::new("ok.yaml"), "a: {b: 1}\nc: {b: 2}\n", 0),
+            None
+        );
     }
 }

@@ -145,6 +145,9 @@ fn parse_file(file: &Path) -> Result<Parsed> {
 /// Deserializes a policy file strictly; a syntax error, an unknown field or a wrong type names
 /// its line and column.
 pub fn parse_policy_text(file: &Path, text: &str) -> Result<PolicyFile> {
+    if let Some((at, message)) = crate::locate::duplicate_key(file, text, 0) {
+        return Err(Error::Invalid { at, message });
+    }
     serde_yaml::from_str(text).map_err(|e| Error::Invalid {
         at: Location::of_yaml_error(file, &e, 0),
         message: crate::locate::yaml_message(&e),

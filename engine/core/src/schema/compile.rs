@@ -266,6 +266,7 @@ impl Compiler<'_> {
                 }
             }
         }
+        self.double_mapping(&node, field)?;
         if let Some(AdditionalProperties::Schema(s)) = additional {
             self.known_paths.push(join(field, "*"));
             let child_yaml = format!("{yaml_path}.additionalProperties");
@@ -293,6 +294,42 @@ impl Compiler<'_> {
             }
         }
         Ok(node)
+    }
+
+    /// A namespace field is mapped once: `x-ferry-namespace` on the namespace field of a
+    /// reference (its own, or a string reference's sibling) would map it twice.
+    fn double_mapping(&self, node: &Node, field: &str) -> Result<()> {
+        let refs = node
+            .rules
+            .iter()
+            .filter_map(|a| match &a.rule {
+                Rule::Ref(r) if !r.on_string => Some((a, r.namespace_key(true), field.to_string())),
+                _ => None,
+            })
+            .chain(node.fields.iter().flat_map(|(_, child)| {
+                child.rules.iter().filter_map(|a| match &a.rule {
+                    Rule::Ref(r) => Some((a, r.sibling_namespace(), field.to_string())),
+                    _ => None,
+                })
+            }));
+        for (annotated, key, owner) in refs {
+            let Some(key) = key else { continue };
+            if let Some(ns) = node
+                .fields
+                .get(key)
+                .and_then(|c| c.rules.iter().find(|a| matches!(a.rule, Rule::Namespace)))
+            {
+                return Err(Error::Annotation {
+                    at: ns.origin.clone(),
+                    field: join(&owner, key),
+                    message: format!(
+                        "x-ferry-namespace on the namespace field of the x-ferry-ref at {} would map it twice; the reference maps it already, so remove x-ferry-namespace",
+                        annotated.origin
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `x-ferry-owner` and `x-ferry-drop` remove a field; inside arrays and maps that would
@@ -388,6 +425,17 @@ impl Compiler<'_> {
         if let Some(v) = ext.get("x-ferry-selector") {
             if expect_true("x-ferry-selector", v)? {
                 need_shape("x-ferry-selector", &[Shape::Object])?;
+                let props = properties_of(schema);
+                let is_selector = props.is_some_and(|p| {
+                    p.contains_key("matchLabels") || p.contains_key("matchExpressions")
+                });
+                if !is_selector {
+                    return Err(self.annotation_error(
+                        &format!("{yaml_path}.x-ferry-selector"),
+                        field,
+                        "x-ferry-selector expects a LabelSelector (an object with matchLabels or matchExpressions); this field has neither, so scoping it would add a matchLabels the schema does not have".into(),
+                    ));
+                }
                 node.rules.push(Annotated {
                     rule: Rule::Selector,
                     origin: origin("x-ferry-selector"),
@@ -422,6 +470,8 @@ impl Compiler<'_> {
             let mut rule = self.ref_rule(v, &format!("{yaml_path}.x-ferry-ref"), field)?;
             rule.on_string = shape == Shape::String;
             rule.on_object = shape == Shape::Object;
+            rule.api_version_default = property_default(schema, rule.api_version_field.as_deref());
+            rule.kind_default = property_default(schema, rule.kind_field.as_deref());
             node.rules.push(Annotated {
                 rule: Rule::Ref(rule),
                 origin: origin("x-ferry-ref"),
@@ -437,6 +487,8 @@ impl Compiler<'_> {
                 namespace_field: None,
                 passthrough: false,
                 on_string: shape == Shape::String,
+                api_version_default: None,
+                kind_default: None,
                 on_object: shape == Shape::Object,
             };
             if rule.api_version.is_none() || rule.kind.is_none() {
@@ -513,6 +565,8 @@ impl Compiler<'_> {
             namespace_field: text("namespaceField")?,
             passthrough,
             on_string: false,
+            api_version_default: None,
+            kind_default: None,
             on_object: false,
         };
         if rule.kind.is_none() && rule.kind_field.is_none() {
@@ -614,6 +668,23 @@ impl Compiler<'_> {
             self.suspicious
                 .push((field.to_string(), self.at(yaml_path)));
         }
+    }
+}
+
+/// The properties of an object schema (none for other shapes).
+fn properties_of(schema: &Schema) -> Option<&IndexMap<String, ReferenceOr<Box<Schema>>>> {
+    match &schema.schema_kind {
+        SchemaKind::Type(Type::Object(o)) => Some(&o.properties),
+        SchemaKind::Any(a) => Some(&a.properties),
+        _ => None,
+    }
+}
+
+/// The string `default` of property `name` of an object schema.
+fn property_default(schema: &Schema, name: Option<&str>) -> Option<String> {
+    match properties_of(schema)?.get(name?)? {
+        ReferenceOr::Item(s) => s.schema_data.default.as_ref()?.as_str().map(str::to_string),
+        ReferenceOr::Reference { .. } => None,
     }
 }
 

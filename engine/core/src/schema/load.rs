@@ -107,6 +107,9 @@ pub fn plan_from_json(label: &str, schema: &Value) -> Result<Plan> {
 fn documents(file: &Path, text: &str) -> Result<Vec<(usize, Value)>> {
     let mut out = Vec::new();
     for (offset, chunk) in split_documents(text) {
+        if let Some((at, message)) = crate::locate::duplicate_key(file, chunk, offset) {
+            return Err(Error::Parse { at, message });
+        }
         let doc = serde_yaml::Deserializer::from_str(chunk);
         let value = Value::deserialize(doc).map_err(|e| Error::Parse {
             at: Location::of_yaml_error(file, &e, offset),

@@ -99,6 +99,10 @@ pub struct RefRule {
     pub on_string: bool,
     /// The annotation is on an object field (the reference object).
     pub on_object: bool,
+    /// The schema `default` of `api_version_field`, which an absent field takes.
+    pub api_version_default: Option<String>,
+    /// The schema `default` of `kind_field`, which an absent field takes.
+    pub kind_default: Option<String>,
 }
 
 impl RefRule {
@@ -119,23 +123,33 @@ impl RefRule {
         }
     }
 
-    /// The group and kind the reference points at: the `*Field`s of `fields` (the reference
-    /// object, or a string reference's siblings) first, the fixed keys when they are empty.
-    /// `None` when neither names a kind.
+    /// The group and kind the reference points at, read from `fields` (the reference object,
+    /// or a string reference's siblings). The kind: the `kindField`, its schema default when
+    /// absent, the fixed `kind` when empty. The group: the `apiVersionField` as written (an
+    /// explicit `""` is the core group, as in Gateway API's `group: ""`), its schema default
+    /// when absent, else the fixed `apiVersion`. `None` when nothing names a kind.
     pub fn target<'s>(
         &'s self,
         fields: Option<&'s serde_json::Map<String, serde_json::Value>>,
     ) -> Option<(&'s str, &'s str)> {
-        let read = |key: &Option<String>| -> Option<&'s str> {
-            fields?
-                .get(key.as_deref()?)?
-                .as_str()
-                .filter(|s| !s.is_empty())
+        let field = |key: &Option<String>| -> Option<&'s serde_json::Value> {
+            fields?.get(key.as_deref()?)
         };
-        let kind = read(&self.kind_field).or(self.kind.as_deref())?;
-        let api = read(&self.api_version_field)
-            .or(self.api_version.as_deref())
-            .unwrap_or("");
+        let kind = match field(&self.kind_field) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.as_str()),
+            None => self.kind_default.as_deref().or(self.kind.as_deref()),
+            Some(_) => self.kind.as_deref(),
+        }?;
+        let api = match field(&self.api_version_field) {
+            Some(serde_json::Value::String(s)) if s.is_empty() => return Some(("", kind)),
+            Some(serde_json::Value::String(s)) => s.as_str(),
+            None => self
+                .api_version_default
+                .as_deref()
+                .or(self.api_version.as_deref())
+                .unwrap_or(""),
+            Some(_) => self.api_version.as_deref().unwrap_or(""),
+        };
         Some((load::group_of(api), kind))
     }
 }
