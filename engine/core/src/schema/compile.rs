@@ -303,16 +303,16 @@ impl Compiler<'_> {
             .rules
             .iter()
             .filter_map(|a| match &a.rule {
-                Rule::Ref(r) if !r.on_string => Some((a, r.namespace_key(true), field.to_string())),
+                Rule::Ref(r) if !r.on_string => Some((a, r.namespace_key(true))),
                 _ => None,
             })
-            .chain(node.fields.iter().flat_map(|(_, child)| {
+            .chain(node.fields.values().flat_map(|child| {
                 child.rules.iter().filter_map(|a| match &a.rule {
-                    Rule::Ref(r) => Some((a, r.sibling_namespace(), field.to_string())),
+                    Rule::Ref(r) => Some((a, r.sibling_namespace())),
                     _ => None,
                 })
             }));
-        for (annotated, key, owner) in refs {
+        for (annotated, key) in refs {
             let Some(key) = key else { continue };
             if let Some(ns) = node
                 .fields
@@ -321,7 +321,7 @@ impl Compiler<'_> {
             {
                 return Err(Error::Annotation {
                     at: ns.origin.clone(),
-                    field: join(&owner, key),
+                    field: join(field, key),
                     message: format!(
                         "x-ferry-namespace on the namespace field of the x-ferry-ref at {} would map it twice; the reference maps it already, so remove x-ferry-namespace",
                         annotated.origin
