@@ -124,7 +124,11 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
                     .rules()
                     .iter()
                     .any(|(_, a)| matches!(a.rule, Rule::OwnerSuper));
-                if owned {
+                // A CRD with a status but no status subresource (Argo CD's Application) takes
+                // its status with the object.
+                let status_in_object = !resource.plan.has_status_subresource
+                    && resource.plan.known_paths.iter().any(|p| p == "status");
+                if owned || status_in_object {
                     tenant_side.allow(group, &name, &["update", "patch"]);
                 }
             }

@@ -82,6 +82,12 @@ impl Cache {
         objects.contains_key(&(namespace.to_string(), name.to_string()))
     }
 
+    /// Whether any object is in `namespace`.
+    pub fn any_in(&self, namespace: &str) -> bool {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        objects.keys().any(|(ns, _)| ns == namespace)
+    }
+
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());

@@ -56,6 +56,14 @@ impl Published for Catalog {
             .find(|(g, k, _)| g == group && k == kind)
             .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
     }
+
+    fn public_namespace(&self, namespace: &str) -> bool {
+        !namespace.is_empty()
+            && self
+                .kinds
+                .iter()
+                .any(|(_, _, cache)| cache.any_in(namespace))
+    }
 }
 
 #[cfg(test)]

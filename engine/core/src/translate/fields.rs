@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::path::Path;
-use super::{Change, Reason, Reference, Refusal, Result, LABEL_TENANT};
+use super::{Change, Published, Reason, Reference, Refusal, Result, LABEL_TENANT};
 use crate::naming::{dns_label_problem, NameMap};
 use crate::policy::{Direction, Policy, Scope};
 use crate::schema::{Annotated, Node, RefRule, Rule};
@@ -19,6 +19,14 @@ pub enum Way {
     Up,
 }
 
+/// What a tenant sees in place of a namespace that is not its own: distinct values stay
+/// distinct (a list keyed by namespace keeps its keys unique), and nothing of the name shows.
+pub fn redacted(tenant: &str, namespace: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{tenant}/{namespace}").as_bytes());
+    format!("redacted-{}", crate::naming::hex(&digest[..4]))
+}
+
 /// One pass over an object.
 pub struct Fields<'a> {
     policy: &'a Policy,
@@ -26,6 +34,7 @@ pub struct Fields<'a> {
     way: Way,
     changes: Option<&'a mut Vec<Change>>,
     references: Option<&'a mut Vec<Reference>>,
+    published: Option<&'a dyn Published>,
 }
 
 /// What to rewrite in a reference.
@@ -49,7 +58,14 @@ impl<'a> Fields<'a> {
             way,
             changes,
             references,
+            published: None,
         }
+    }
+
+    /// Up, keeps the namespaces of published objects (live) instead of redacting them.
+    pub fn with_published(mut self, published: Option<&'a dyn Published>) -> Self {
+        self.published = published;
+        self
     }
 
     fn record(
@@ -208,9 +224,15 @@ impl<'a> Fields<'a> {
                 }
                 Some(self.names.to_super(&ns))
             }
-            // A value that is not one of this tenant's namespaces is left as it is: it cannot
-            // be unmapped, and guessing would point the tenant at the wrong object.
-            Way::Up => self.names.to_tenant(&ns),
+            // A value that is not one of this tenant's namespaces is redacted: it is another
+            // tenant's or the platform's, never to be shown, and never to be collapsed onto a
+            // tenant name (two list-map keys would collide). The namespace of a published
+            // object passes: the tenant sees that object under the same name.
+            Way::Up => match self.names.to_tenant(&ns) {
+                Some(tenant_ns) => Some(tenant_ns),
+                None if self.published.is_some_and(|p| p.public_namespace(&ns)) => None,
+                None => Some(redacted(self.names.tenant().as_str(), &ns)),
+            },
         };
         if let Some(mapped) = mapped {
             if mapped != ns {

@@ -34,6 +34,12 @@ pub trait Published: Sync {
     /// Whether the super object `group`/`kind` `namespace`/`name` (`namespace` empty for a
     /// cluster-scoped kind) is published.
     fn published(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool;
+
+    /// Whether `namespace` holds a published object (its name is shown to tenants as is).
+    fn public_namespace(&self, namespace: &str) -> bool {
+        let _ = namespace;
+        false
+    }
 }
 
 /// Metadata keys a super copy may carry: everything else is set by the API server.

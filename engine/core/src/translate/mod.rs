@@ -367,6 +367,7 @@ impl<'a> Translator<'a> {
                     explain.then_some(&mut changes),
                     None,
                 )
+                .with_published(self.published)
                 .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
                 fragment
             }
