@@ -73,6 +73,7 @@ fn main() {
     let ctx = ferry_core::sandbox::CallContext {
         tenant: "team-a",
         learnt: &learnt,
+        namespaces: &[],
     };
     let sandbox_only = || {
         std::hint::black_box(

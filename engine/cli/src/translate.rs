@@ -42,6 +42,10 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Yaml)]
     output: Output,
+    /// More of the tenant's namespaces for `ctx.tenant_namespaces()` (the input's own
+    /// namespaces are always included), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    tenant_namespaces: Vec<String>,
 }
 
 /// The sandbox of this process: transform workers are this binary, re-executed.
@@ -70,8 +74,9 @@ pub fn run(args: Args) -> Result<u8> {
     };
     let docs = documents::read(&args.file)?;
     let sandbox = sandbox()?;
-    let translator = Translator::new(&policy, Some(&sandbox));
     let names = NameMap::new(tenant);
+    let namespaces = tenant_namespaces(&docs, &args, &names);
+    let translator = Translator::new(&policy, Some(&sandbox)).with_namespaces(&namespaces);
     let mut refused = 0;
     let mut printed: Vec<(Translated, String)> = Vec::new();
     for doc in docs {
@@ -92,6 +97,32 @@ pub fn run(args: Args) -> Result<u8> {
     }
     print(&printed, args.output, args.explain)?;
     Ok(if refused > 0 { EXIT_REFUSED } else { 0 })
+}
+
+/// Offline, the tenant's namespaces are those of the input (unmapped when it is a super
+/// object) and those named by `--tenant-namespaces`.
+fn tenant_namespaces(docs: &[documents::Document], args: &Args, names: &NameMap) -> Vec<String> {
+    let mut out: std::collections::BTreeSet<String> = args
+        .tenant_namespaces
+        .iter()
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .collect();
+    for doc in docs {
+        let Some(ns) = doc
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let ns = match args.to {
+            To::Super => Some(ns.to_string()),
+            To::Tenant => names.to_tenant(ns),
+        };
+        out.extend(ns.filter(|n| !n.is_empty()));
+    }
+    out.into_iter().collect()
 }
 
 fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Result<()> {

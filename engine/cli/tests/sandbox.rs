@@ -32,6 +32,7 @@ fn call(sandbox: &Sandbox, s: &Script) -> (Result<Option<serde_json::Value>, Err
     let ctx = CallContext {
         tenant: "team-a",
         learnt: &learnt,
+        namespaces: &[],
     };
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team-a-prod"}, "data": {}});
     let start = Instant::now();
@@ -197,6 +198,7 @@ fn deeply_nested_input_does_not_crash_the_worker() {
     let ctx = CallContext {
         tenant: "team-a",
         learnt: &learnt,
+        namespaces: &[],
     };
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"deep": nested}});
     let result = sandbox.call(
@@ -268,6 +270,7 @@ fn ctx_unmaps_learnt_hashed_namespaces_and_missing_to_tenant_is_none() {
     let ctx = CallContext {
         tenant: "team-a",
         learnt: &learnt,
+        namespaces: &[],
     };
     let src = "def to_super(obj, ctx):\n    obj['data'] = {'t': ctx.tenant, 'd': ctx.direction, 'back': ctx.tenant_namespace(obj['data']['ns']), 'other': ctx.tenant_namespace('kube-system')}\n    return obj\n";
     let object = json!({"data": {"ns": hashed}});

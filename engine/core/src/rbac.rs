@@ -93,7 +93,7 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
     super_side.allow(
         "",
         "namespaces",
-        &["get", "list", "watch", "create", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     );
     super_side.allow(
         "coordination.k8s.io",

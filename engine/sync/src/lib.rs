@@ -22,6 +22,7 @@ pub mod compare;
 pub mod engine;
 pub mod leader;
 pub mod metrics;
+pub mod namespace_labels;
 pub mod public;
 pub mod queue;
 pub mod reconcile;

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use ferry_core::policy::{Direction, Policy, Resource, Scope};
 use ferry_core::sandbox::Sandbox;
 use ferry_core::translate::{
-    Reason, Reference, Refusal, Translated, Translator, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
-    ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
+    Reason, Reference, Refusal, Translated, Translator, ANN_TENANT_LABELS, ANN_TENANT_NAME,
+    ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
 };
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use kube::api::ApiResource;
@@ -31,6 +31,7 @@ use crate::compare::{
 };
 use crate::engine::{Shared, TenantState};
 use crate::metrics::labels;
+use crate::namespace_labels;
 use crate::queue::{Key, Kind};
 use crate::write;
 
@@ -110,8 +111,29 @@ impl<'a> Reconciler<'a> {
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
         let public = self.shared.public.clone();
+        // The tenant's namespaces go only to transforms that ask for them.
+        let namespaces: Vec<String> = if resource
+            .transforms
+            .iter()
+            .any(|s| s.uses_tenant_namespaces())
+        {
+            let mut all: Vec<String> = self
+                .tenant
+                .namespaces
+                .keys()
+                .into_iter()
+                .map(|(_, name)| name)
+                .filter(|n| self.tenant_namespace_alive(n))
+                .collect();
+            all.sort_unstable();
+            all
+        } else {
+            Vec::new()
+        };
         let run = move |policy: &Policy, sandbox: &Sandbox| {
-            let t = Translator::new(policy, Some(sandbox)).with_published(&*public);
+            let t = Translator::new(policy, Some(sandbox))
+                .with_published(&*public)
+                .with_namespaces(&namespaces);
             if down {
                 t.to_super(object, &names, false)
             } else {
@@ -568,6 +590,7 @@ impl<'a> Reconciler<'a> {
                 if deleting(&ns) {
                     return Ok(Some(Outcome::again(WAIT_FOR_DELETION)));
                 }
+                self.sync_namespace_labels(&key.namespace, &ns).await?;
                 Ok(None)
             }
             Some(ns) => {
@@ -591,13 +614,18 @@ impl<'a> Reconciler<'a> {
                 Ok(Some(Outcome::default()))
             }
             None => {
+                let mut labels = namespace_labels::desired(
+                    self.tenant.namespaces.get("", &key.namespace).as_deref(),
+                );
+                let copied = namespace_labels::recorded(&labels);
+                labels.insert(LABEL_TENANT.into(), json!(&*self.tenant.name));
                 let namespace = json!({
                     "apiVersion": "v1",
                     "kind": "Namespace",
                     "metadata": {
                         "name": super_ns,
-                        "labels": {LABEL_TENANT: &*self.tenant.name},
-                        "annotations": {ANN_TENANT_NAMESPACE: key.namespace},
+                        "labels": labels,
+                        "annotations": {ANN_TENANT_NAMESPACE: key.namespace, ANN_TENANT_LABELS: copied},
                     },
                 });
                 match self
@@ -806,9 +834,38 @@ impl<'a> Reconciler<'a> {
     }
 
     /// A tenant namespace: when it is gone, its super namespace (and so every copy in it) goes.
+    /// Brings the labels a super namespace copies from its tenant namespace up to date.
+    async fn sync_namespace_labels(&self, tenant_ns: &str, super_ns: &Value) -> Result<bool> {
+        let desired =
+            namespace_labels::desired(self.tenant.namespaces.get("", tenant_ns).as_deref());
+        let Some(patch) = namespace_labels::patch(super_ns, &desired) else {
+            return Ok(false);
+        };
+        let name = meta_str(super_ns, "name").unwrap_or("");
+        let patched = self
+            .shared
+            .writer
+            .merge_patch(&namespace_resource(), "", name, &patch)
+            .await?;
+        self.shared.namespaces.remember(patched);
+        Ok(true)
+    }
+
     async fn namespace(&self, key: &Key) -> Result<Outcome> {
         if self.tenant_namespace_alive(&key.name) {
-            return Ok(Outcome::default());
+            // Alive: its super namespace (if ferry made one) follows its labels.
+            let super_ns = self.tenant.names().to_super(&key.name);
+            let Some(found) = self.shared.namespaces.get("", &super_ns) else {
+                return Ok(Outcome::default());
+            };
+            let mine = label(&found, LABEL_TENANT) == Some(&*self.tenant.name)
+                && annotation(&found, ANN_TENANT_NAMESPACE) == Some(key.name.as_str());
+            if !mine || deleting(&found) {
+                return Ok(Outcome::default());
+            }
+            return Ok(Outcome::wrote(
+                self.sync_namespace_labels(&key.name, &found).await?,
+            ));
         }
         // Its objects go with it, even before the namespace controller deletes them.
         for (idx, resource) in self.shared.policy.resources.iter().enumerate() {

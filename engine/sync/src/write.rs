@@ -152,6 +152,31 @@ impl Writer {
         Ok(value(out, resource))
     }
 
+    /// Merge-patches the object `namespace`/`name` (a `metadata.uid` in the patch makes it
+    /// conditional on the object being the one ferry looked at).
+    pub async fn merge_patch(
+        &self,
+        resource: &ApiResource,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value> {
+        self.allowed()?;
+        let out = self
+            .api(resource, namespace)
+            .patch(
+                name,
+                &PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(patch),
+            )
+            .await?;
+        self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
+        Ok(value(out, resource))
+    }
+
     /// Creates `desired`.
     pub async fn create(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
         self.allowed()?;

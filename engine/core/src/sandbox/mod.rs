@@ -111,13 +111,23 @@ pub struct Script {
     pub limits: Limits,
 }
 
-/// The tenant side of a call: who, and the hashed names it knows.
+impl Script {
+    /// Whether the script asks for `ctx.tenant_namespaces()`: only then does a call carry the
+    /// tenant's namespaces (a list the size of the tenant, not worth sending otherwise).
+    pub fn uses_tenant_namespaces(&self) -> bool {
+        self.source.contains("tenant_namespaces")
+    }
+}
+
+/// The tenant side of a call: who, the hashed names it knows, and its namespaces.
 #[derive(Clone, Debug)]
 pub struct CallContext<'a> {
     /// The tenant.
     pub tenant: &'a str,
     /// Hashed super namespace -> tenant namespace pairs.
     pub learnt: &'a std::collections::BTreeMap<String, String>,
+    /// `ctx.tenant_namespaces()`: the tenant's namespaces (sent only to scripts that ask).
+    pub namespaces: &'a [String],
 }
 
 /// Runs transforms in a pool of worker processes.
@@ -149,6 +159,11 @@ impl Sandbox {
             object,
             tenant: ctx.tenant,
             learnt: ctx.learnt,
+            namespaces: if script.uses_tenant_namespaces() {
+                ctx.namespaces
+            } else {
+                &[]
+            },
         };
         match self.pool.call(&call)? {
             protocol::Response::Ok(value) => Ok(Some(value)),

@@ -74,6 +74,7 @@ struct RequestRef<'a> {
     object: &'a serde_json::Value,
     tenant: &'a str,
     learnt: &'a std::collections::BTreeMap<String, String>,
+    namespaces: &'a [String],
     limits: super::Limits,
 }
 
@@ -84,6 +85,7 @@ pub(super) struct Call<'a> {
     pub object: &'a serde_json::Value,
     pub tenant: &'a str,
     pub learnt: &'a std::collections::BTreeMap<String, String>,
+    pub namespaces: &'a [String],
 }
 
 /// How an exchange with a worker went wrong.
@@ -125,6 +127,7 @@ impl Pool {
                 },
                 tenant: call.tenant,
                 learnt: call.learnt,
+                namespaces: call.namespaces,
                 limits: script.limits,
             };
             serde_json::to_vec(&wire).map_err(|e| Error::Worker(e.to_string()))

@@ -65,6 +65,9 @@ pub struct Request {
     /// Hashed super namespace -> tenant namespace pairs known to the caller.
     #[serde(default)]
     pub learnt: std::collections::BTreeMap<String, String>,
+    /// `ctx.tenant_namespaces()`.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
     /// The limits of this call.
     pub limits: Limits,
 }

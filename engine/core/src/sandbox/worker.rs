@@ -42,8 +42,11 @@ const CHECK_EVERY: u64 = 32;
 
 /// Builds `ctx` for a call; kept in Starlark so that `ctx` is an ordinary struct.
 const PRELUDE: &str = r#"
-def make_ctx(tenant, direction, learnt):
+def make_ctx(tenant, direction, learnt, namespaces):
     prefix = tenant + "-"
+
+    def tenant_namespaces():
+        return list(namespaces)
 
     def super_namespace(namespace):
         if namespace == "":
@@ -64,6 +67,7 @@ def make_ctx(tenant, direction, learnt):
         direction = direction,
         super_namespace = super_namespace,
         tenant_namespace = tenant_namespace,
+        tenant_namespaces = tenant_namespaces,
     )
 "#;
 
@@ -340,6 +344,7 @@ impl Worker {
                     heap.alloc(request.tenant.as_str()),
                     heap.alloc(request.hook.direction()),
                     heap.alloc(learnt),
+                    heap.alloc(request.namespaces.clone()),
                 ],
                 &[],
             );

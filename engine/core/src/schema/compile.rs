@@ -14,6 +14,7 @@ pub const EXTENSIONS: &[&str] = &[
     "x-ferry-namespace",
     "x-ferry-ref",
     "x-ferry-selector",
+    "x-ferry-namespace-selector",
     "x-ferry-owner",
     "x-ferry-drop",
 ];
@@ -422,25 +423,38 @@ impl Compiler<'_> {
                 });
             }
         }
-        if let Some(v) = ext.get("x-ferry-selector") {
-            if expect_true("x-ferry-selector", v)? {
-                need_shape("x-ferry-selector", &[Shape::Object])?;
-                let props = properties_of(schema);
-                let is_selector = props.is_some_and(|p| {
-                    p.contains_key("matchLabels") || p.contains_key("matchExpressions")
-                });
-                if !is_selector {
-                    return Err(self.annotation_error(
-                        &format!("{yaml_path}.x-ferry-selector"),
-                        field,
-                        "x-ferry-selector expects a LabelSelector (an object with matchLabels or matchExpressions); this field has neither, so scoping it would add a matchLabels the schema does not have".into(),
-                    ));
-                }
-                node.rules.push(Annotated {
-                    rule: Rule::Selector,
-                    origin: origin("x-ferry-selector"),
-                });
+        for (key, rule) in [
+            ("x-ferry-selector", Rule::Selector),
+            ("x-ferry-namespace-selector", Rule::NamespaceSelector),
+        ] {
+            let Some(v) = ext.get(key) else { continue };
+            if !expect_true(key, v)? {
+                continue;
             }
+            need_shape(key, &[Shape::Object])?;
+            let is_selector = properties_of(schema).is_some_and(|p| {
+                p.contains_key("matchLabels") || p.contains_key("matchExpressions")
+            });
+            if !is_selector {
+                return Err(self.annotation_error(
+                    &format!("{yaml_path}.{key}"),
+                    field,
+                    format!("{key} expects a LabelSelector (an object with matchLabels or matchExpressions); this field has neither, so scoping it would add a matchLabels the schema does not have"),
+                ));
+            }
+            node.rules.push(Annotated {
+                rule,
+                origin: origin(key),
+            });
+        }
+        if node.has(|r| matches!(r, Rule::Selector))
+            && node.has(|r| matches!(r, Rule::NamespaceSelector))
+        {
+            return Err(self.annotation_error(
+                yaml_path,
+                field,
+                "x-ferry-selector and x-ferry-namespace-selector contradict each other (a selector selects either objects or namespaces)".into(),
+            ));
         }
         if let Some(v) = ext.get("x-ferry-drop") {
             if expect_true("x-ferry-drop", v)? {

@@ -163,6 +163,9 @@ pub enum Rule {
     Ref(RefRule),
     /// `x-ferry-selector: true`: a LabelSelector scoped to the tenant.
     Selector,
+    /// `x-ferry-namespace-selector: true`: a LabelSelector of namespaces, scoped to the tenant,
+    /// its `kubernetes.io/metadata.name` values mapped.
+    NamespaceSelector,
     /// `x-ferry-owner: super`: written in the super cluster, flows up, never down.
     OwnerSuper,
     /// `x-ferry-drop: true`: never leaves the tenant.
@@ -176,6 +179,7 @@ impl Rule {
             Rule::Namespace => "x-ferry-namespace",
             Rule::Ref(_) => "x-ferry-ref",
             Rule::Selector => "x-ferry-selector",
+            Rule::NamespaceSelector => "x-ferry-namespace-selector",
             Rule::OwnerSuper => "x-ferry-owner: super",
             Rule::Drop => "x-ferry-drop",
         }

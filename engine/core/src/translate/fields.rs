@@ -19,6 +19,9 @@ pub enum Way {
     Up,
 }
 
+/// The label every namespace carries with its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// What a tenant sees in place of a namespace that is not its own: distinct values stay
 /// distinct (a list keyed by namespace keeps its keys unique), and nothing of the name shows.
 pub fn redacted(tenant: &str, namespace: &str) -> String {
@@ -191,6 +194,10 @@ impl<'a> Fields<'a> {
         match &rule.rule {
             Rule::Namespace => self.map_namespace(rule, value, path),
             Rule::Selector => self.selector(rule, value, path),
+            Rule::NamespaceSelector => {
+                self.selector(rule, value, path)?;
+                self.selected_namespaces(rule, value, path)
+            }
             Rule::Ref(r) => self.reference(rule, r, value, siblings, path),
             Rule::Drop | Rule::OwnerSuper => Ok(()),
         }
@@ -286,6 +293,41 @@ impl<'a> Fields<'a> {
                         selector.remove("matchLabels");
                     }
                     self.record(&label_path, before, None, rule);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The namespace names a selector of namespaces names (`kubernetes.io/metadata.name` in
+    /// `matchLabels` and in `matchExpressions` values), mapped like any namespace.
+    fn selected_namespaces(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let Value::Object(selector) = value else {
+            return Ok(());
+        };
+        let labels_path = path.key("matchLabels");
+        if let Some(Value::Object(labels)) = selector.get_mut("matchLabels") {
+            if let Some(v) = labels.get_mut(NAMESPACE_NAME_LABEL) {
+                self.map_namespace(rule, v, &labels_path.key(NAMESPACE_NAME_LABEL))?;
+            }
+        }
+        let exprs_path = path.key("matchExpressions");
+        if let Some(Value::Array(exprs)) = selector.get_mut("matchExpressions") {
+            for (i, expr) in exprs.iter_mut().enumerate() {
+                if expr.get("key").and_then(Value::as_str) != Some(NAMESPACE_NAME_LABEL) {
+                    continue;
+                }
+                let expr_path = exprs_path.index(i);
+                let values_path = expr_path.key("values");
+                if let Some(Value::Array(values)) = expr.get_mut("values") {
+                    for (j, v) in values.iter_mut().enumerate() {
+                        self.map_namespace(rule, v, &values_path.index(j))?;
+                    }
                 }
             }
         }

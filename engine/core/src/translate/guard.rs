@@ -16,6 +16,7 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::fields::NAMESPACE_NAME_LABEL;
 use super::path::Path;
 use super::{
     Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID,
@@ -229,6 +230,10 @@ impl<'a> Guard<'a> {
                     }
                     Rule::Namespace => self.namespace(value, path)?,
                     Rule::Selector => self.selector(value, path)?,
+                    Rule::NamespaceSelector => {
+                        self.selector(value, path)?;
+                        self.selected_namespaces(value, path)?;
+                    }
                     Rule::Ref(rule) => self.reference(rule, value, parent, path)?,
                 }
             }
@@ -239,7 +244,9 @@ impl<'a> Guard<'a> {
                 if let Some(node) = node {
                     self.absent_references(node, map, path)?;
                 }
-                let selector = node.is_some_and(|n| n.has(|r| matches!(r, Rule::Selector)));
+                let selector = node.is_some_and(|n| {
+                    n.has(|r| matches!(r, Rule::Selector | Rule::NamespaceSelector))
+                });
                 for (k, v) in map {
                     // A scoped selector's own tenant label was checked by `selector`.
                     let scoped = selector && k == "matchLabels";
@@ -406,6 +413,51 @@ impl<'a> Guard<'a> {
                 "{path}.matchLabels[{LABEL_TENANT:?}]: expected {tenant:?}, found {} (a scoped selector must select only the tenant's objects)",
                 found.map_or("nothing".to_string(), |f| format!("{f:?}"))
             )));
+        }
+        Ok(())
+    }
+
+    /// A selector of namespaces names only this tenant's namespaces.
+    fn selected_namespaces(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        let labels_path = path.key("matchLabels");
+        if let Some(v) = value
+            .get("matchLabels")
+            .and_then(|m| m.get(NAMESPACE_NAME_LABEL))
+        {
+            self.namespace(v, &labels_path.key(NAMESPACE_NAME_LABEL))?;
+        }
+        let exprs_path = path.key("matchExpressions");
+        match value.get("matchExpressions") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(exprs)) => {
+                for (i, expr) in exprs.iter().enumerate() {
+                    if expr.get("key").and_then(Value::as_str) != Some(NAMESPACE_NAME_LABEL) {
+                        continue;
+                    }
+                    let expr_path = exprs_path.index(i);
+                    let values_path = expr_path.key("values");
+                    match expr.get("values") {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Array(values)) => {
+                            for (j, v) in values.iter().enumerate() {
+                                self.namespace(v, &values_path.index(j))?;
+                            }
+                        }
+                        Some(other) => {
+                            return Err(Refusal::new(
+                                Reason::Invalid,
+                                format!("{values_path}: expected a list, found {}", shown(other)),
+                            ))
+                        }
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{exprs_path}: expected a list, found {}", shown(other)),
+                ))
+            }
         }
         Ok(())
     }

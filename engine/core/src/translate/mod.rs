@@ -18,6 +18,7 @@ mod metadata;
 mod path;
 
 pub use guard::Published;
+pub use metadata::{super_namespace_labels, ANN_TENANT_LABELS};
 pub use path::Path;
 
 use std::fmt;
@@ -171,6 +172,7 @@ pub struct Translator<'a> {
     policy: &'a Policy,
     sandbox: Option<&'a Sandbox>,
     published: Option<&'a dyn Published>,
+    namespaces: &'a [String],
 }
 
 /// What kind of object a document is, from its `apiVersion` and `kind`.
@@ -193,7 +195,14 @@ impl<'a> Translator<'a> {
             policy,
             sandbox,
             published: None,
+            namespaces: &[],
         }
+    }
+
+    /// The tenant's namespaces, for transforms that call `ctx.tenant_namespaces()`.
+    pub fn with_namespaces(mut self, namespaces: &'a [String]) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Checks references to public kinds against what the super cluster publishes (live);
@@ -420,6 +429,7 @@ impl<'a> Translator<'a> {
         let ctx = CallContext {
             tenant: names.tenant().as_str(),
             learnt: names.learnt(),
+            namespaces: self.namespaces,
         };
         let out = match sandbox.call(script, hook, &object, &ctx) {
             Ok(Some(out)) => out,
