@@ -235,7 +235,11 @@ impl Shared {
         );
         Arc::new(Self {
             writer: Writer::new(client, "super", metrics.clone(), leader.clone()),
-            public: Arc::new(crate::public::Catalog::new(&policy, &caches)),
+            public: Arc::new(crate::public::Catalog::new(
+                &policy,
+                &caches,
+                namespaces.clone(),
+            )),
             policy,
             sandbox,
             caches,

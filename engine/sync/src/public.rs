@@ -24,14 +24,16 @@ pub fn selector(resource: &Resource) -> String {
     }
 }
 
-/// The super caches of every fromSuper kind, by group and kind.
+/// The super caches of every fromSuper kind, by group and kind, and ferry's super namespaces.
 pub struct Catalog {
     kinds: Vec<(String, String, Arc<Cache>)>,
+    namespaces: Arc<Cache>,
 }
 
 impl Catalog {
-    /// The catalog of `policy`, whose entries' super caches are `caches` (same order).
-    pub fn new(policy: &Policy, caches: &[Arc<Cache>]) -> Self {
+    /// The catalog of `policy`, whose entries' super caches are `caches` (same order), and
+    /// `namespaces`, the super namespaces ferry owns.
+    pub fn new(policy: &Policy, caches: &[Arc<Cache>], namespaces: Arc<Cache>) -> Self {
         let kinds = policy
             .resources
             .iter()
@@ -45,7 +47,7 @@ impl Catalog {
                 )
             })
             .collect();
-        Self { kinds }
+        Self { kinds, namespaces }
     }
 }
 
@@ -55,6 +57,10 @@ impl Published for Catalog {
             .iter()
             .find(|(g, k, _)| g == group && k == kind)
             .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+    }
+
+    fn super_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.contains("", namespace)
     }
 
     fn public_namespace(&self, namespace: &str) -> bool {

@@ -111,11 +111,12 @@ impl<'a> Reconciler<'a> {
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
         let public = self.shared.public.clone();
-        // The tenant's namespaces go only to transforms that ask for them.
-        let namespaces: Vec<String> = if resource
-            .transforms
-            .iter()
-            .any(|s| s.uses_tenant_namespaces())
+        // The tenant's namespaces go only to transforms that ask for them, and to free text.
+        let namespaces: Vec<String> = if resource.plan.has_text
+            || resource
+                .transforms
+                .iter()
+                .any(|s| s.uses_tenant_namespaces())
         {
             let mut all: Vec<String> = self
                 .tenant

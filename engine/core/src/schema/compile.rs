@@ -15,6 +15,7 @@ pub const EXTENSIONS: &[&str] = &[
     "x-ferry-ref",
     "x-ferry-selector",
     "x-ferry-namespace-selector",
+    "x-ferry-text",
     "x-ferry-owner",
     "x-ferry-drop",
 ];
@@ -106,6 +107,7 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
     };
     let root = compiler.schema(schema, yaml_path, "", 0)?;
     Ok(Plan {
+        has_text: root.leads_to(&|r| matches!(r, Rule::Text)),
         file: src.file.display().to_string(),
         root,
         known_paths: compiler.known_paths,
@@ -455,6 +457,15 @@ impl Compiler<'_> {
                 field,
                 "x-ferry-selector and x-ferry-namespace-selector contradict each other (a selector selects either objects or namespaces)".into(),
             ));
+        }
+        if let Some(v) = ext.get("x-ferry-text") {
+            if expect_true("x-ferry-text", v)? {
+                need_shape("x-ferry-text", &[Shape::String])?;
+                node.rules.push(Annotated {
+                    rule: Rule::Text,
+                    origin: origin("x-ferry-text"),
+                });
+            }
         }
         if let Some(v) = ext.get("x-ferry-drop") {
             if expect_true("x-ferry-drop", v)? {

@@ -166,6 +166,9 @@ pub enum Rule {
     /// `x-ferry-namespace-selector: true`: a LabelSelector of namespaces, scoped to the tenant,
     /// its `kubernetes.io/metadata.name` values mapped.
     NamespaceSelector,
+    /// `x-ferry-text: true`: free text (a condition message); up, the tenant's super namespace
+    /// names in it become its own, other tenants' are redacted.
+    Text,
     /// `x-ferry-owner: super`: written in the super cluster, flows up, never down.
     OwnerSuper,
     /// `x-ferry-drop: true`: never leaves the tenant.
@@ -180,6 +183,7 @@ impl Rule {
             Rule::Ref(_) => "x-ferry-ref",
             Rule::Selector => "x-ferry-selector",
             Rule::NamespaceSelector => "x-ferry-namespace-selector",
+            Rule::Text => "x-ferry-text",
             Rule::OwnerSuper => "x-ferry-owner: super",
             Rule::Drop => "x-ferry-drop",
         }
@@ -296,6 +300,9 @@ pub struct Plan {
     pub has_status_subresource: bool,
     /// The CRD's `spec.scope` (`Namespaced` or `Cluster`), when the schema is a CRD.
     pub crd_scope: Option<String>,
+    /// Whether any field is `x-ferry-text` (translating up then needs the tenant's
+    /// namespaces).
+    pub has_text: bool,
     /// Likely mistakes found while compiling (an `x-ferry-namespace` with a schema
     /// `default`, a namespace field in a reference without `namespaceField`), for
     /// `ferry check`: where, and what to do.

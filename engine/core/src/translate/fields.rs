@@ -38,6 +38,7 @@ pub struct Fields<'a> {
     changes: Option<&'a mut Vec<Change>>,
     references: Option<&'a mut Vec<Reference>>,
     published: Option<&'a dyn Published>,
+    namespaces: &'a [String],
 }
 
 /// What to rewrite in a reference.
@@ -62,7 +63,14 @@ impl<'a> Fields<'a> {
             changes,
             references,
             published: None,
+            namespaces: &[],
         }
+    }
+
+    /// Up, the tenant's namespaces, whose super names free text may carry.
+    pub fn with_namespaces(mut self, namespaces: &'a [String]) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     /// Up, keeps the namespaces of published objects (live) instead of redacting them.
@@ -199,6 +207,7 @@ impl<'a> Fields<'a> {
                 self.selected_namespaces(rule, value, path)
             }
             Rule::Ref(r) => self.reference(rule, r, value, siblings, path),
+            Rule::Text => self.text(rule, value, path),
             Rule::Drop | Rule::OwnerSuper => Ok(()),
         }
     }
@@ -295,6 +304,52 @@ impl<'a> Fields<'a> {
                     self.record(&label_path, before, None, rule);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Up, free text: every word that is one of this tenant's super namespaces becomes its
+    /// tenant name; a word that is another tenant's super namespace (known live) is redacted.
+    /// Words are runs of the characters of a namespace name, so `team-a-shop/orders` and
+    /// `in team-a-shop.` are found, and a longer name that merely starts like one is not.
+    fn text(&mut self, rule: &Annotated, value: &mut Value, path: &Path<'_>) -> Result<()> {
+        let Value::String(text) = value else {
+            return Ok(());
+        };
+        if self.way == Way::Down {
+            return Ok(());
+        }
+        let is_word = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find(is_word) {
+            out.push_str(&rest[..start]);
+            let word_len = rest[start..]
+                .find(|c| !is_word(c))
+                .unwrap_or(rest.len() - start);
+            let word = &rest[start..start + word_len];
+            let tenant_name = self
+                .namespaces
+                .iter()
+                .find(|ns| crate::naming::is_map_of(self.names.tenant().as_str(), ns, word));
+            match tenant_name {
+                Some(ns) => out.push_str(ns),
+                None if self.published.is_some_and(|p| p.super_namespace(word)) => {
+                    out.push_str(&redacted(self.names.tenant().as_str(), word))
+                }
+                None => out.push_str(word),
+            }
+            rest = &rest[start + word_len..];
+        }
+        out.push_str(rest);
+        if out != *text {
+            self.record(
+                path,
+                Some(Value::String(text.clone())),
+                Some(Value::String(out.clone())),
+                rule,
+            );
+            *text = out;
         }
         Ok(())
     }

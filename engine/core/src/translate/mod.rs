@@ -377,6 +377,7 @@ impl<'a> Translator<'a> {
                     None,
                 )
                 .with_published(self.published)
+                .with_namespaces(self.namespaces)
                 .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
                 fragment
             }
