@@ -173,12 +173,23 @@ fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Res
 /// `text` on one line: control characters (a newline in an object's name could start a new
 /// YAML document in the output, or forge a line on stderr) are shown escaped.
 pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    // Control characters, Unicode line and paragraph separators, and the bidirectional
+    // controls that can make a viewer show text out of order.
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+            )
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(unsafe_char) {
         return text.into();
     }
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if unsafe_char(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -196,5 +207,6 @@ mod tests {
     fn control_characters_stay_on_one_line() {
         assert_eq!(one_line("a\n---\nb\r\u{1b}[2J"), "a\\n---\\nb\\r\\u{1b}[2J");
         assert_eq!(one_line("plain é"), "plain é");
+        assert_eq!(one_line("a\u{2028}b\u{202e}c"), "a\\u{2028}b\\u{202e}c");
     }
 }

@@ -212,6 +212,25 @@ pub fn load(path: &Path) -> Result<Config> {
         });
         invalid(&at, e.to_string())
     })?;
+    // ferry's own namespace must not be reachable as a tenant's super namespace.
+    let own = spec
+        .leader_election
+        .as_ref()
+        .map_or(LeaderElection::default().namespace, |l| l.namespace.clone());
+    if let Some((i, t)) = tenants
+        .iter()
+        .enumerate()
+        .find(|(_, t)| own.starts_with(&format!("{}-", t.name)))
+    {
+        return Err(invalid(
+            &format!("spec.tenants[{i}].name"),
+            format!(
+                "tenant {:?} could own ferry's namespace {own:?} (its namespace {:?} maps there); rename the tenant or ferry's namespace",
+                t.name.as_str(),
+                &own[t.name.as_str().len() + 1..]
+            ),
+        ));
+    }
     let patrol_interval = match &spec.patrol_interval {
         None => Duration::from_secs(60),
         Some(text) => match parse_duration(text) {

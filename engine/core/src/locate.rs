@@ -69,6 +69,54 @@ impl fmt::Display for Location {
     }
 }
 
+/// Deepest flow nesting (`[`, `{`) a document may have: what serde_yaml accepts. A YAML
+/// parser finds out only after scanning the rest of the text for each level, which costs time
+/// quadratic in the text; this linear pre-scan refuses such a text first.
+const MAX_FLOW_DEPTH: usize = 128;
+
+/// Where flow collections nest deeper than [`MAX_FLOW_DEPTH`], if they do (quoted scalars and
+/// comments are skipped).
+fn too_deep(file: &Path, text: &str, line_offset: usize) -> Option<(Location, String)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = ' ';
+    for c in text.chars() {
+        column += 1;
+        if c == '\n' {
+            (line, column, comment) = (line + 1, 0, false);
+            prev = c;
+            continue;
+        }
+        match (quote, c) {
+            _ if comment => {}
+            (Some('"'), '\\') if prev == '\\' => {
+                prev = ' ';
+                continue;
+            }
+            (Some(q), c) if c == q && !(q == '"' && prev == '\\') => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    let at = Location {
+                        file: file.to_path_buf(),
+                        line: line + line_offset,
+                        column,
+                    };
+                    return Some((at, format!("nested deeper than {MAX_FLOW_DEPTH} levels")));
+                }
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    None
+}
+
 /// Where each node of one YAML document starts.
 #[derive(Debug, Default)]
 pub struct Positions {
@@ -82,6 +130,9 @@ pub struct Positions {
 /// keys are unique, and a last-wins reading would silently lose the first value (kubectl's
 /// strict decoding refuses them too).
 pub fn duplicate_key(file: &Path, text: &str, line_offset: usize) -> Option<(Location, String)> {
+    if let Some(found) = too_deep(file, text, line_offset) {
+        return Some(found);
+    }
     let mut positions = Positions::index(file, text);
     positions.shift_lines(line_offset);
     positions.duplicate_error()
@@ -267,6 +318,12 @@ mod tests {
         assert_eq!(
             duplicate_key(Path::new("ok.yaml"), "a: {b: 1}\nc: {b: 2}\n", 0),
             None
+        );
+        let deep = format!("a: \"[[[\"\nb: {}", "[".repeat(200));
+        let (at, err) = duplicate_key(Path::new("d.yaml"), &deep, 0).unwrap();
+        assert_eq!(
+            (at.line, at.column, err.as_str()),
+            (2, 132, "nested deeper than 128 levels")
         );
     }
 }

@@ -25,6 +25,11 @@ pub const MAX_SUBDOMAIN_LEN: usize = 253;
 /// Namespaces starting with this belong to Kubernetes itself; no tenant name may map into it.
 pub const RESERVED_NAMESPACE_PREFIX: &str = "kube-";
 
+/// Tenant names that would map into the platform's own namespaces: Kubernetes' (`kube-system`),
+/// ferry's (`ferry-system`) and OpenShift's (`openshift-etcd`). A tenant may not be called
+/// one of these or start with one of them and `-`.
+pub const RESERVED_TENANT_PREFIXES: &[&str] = &["kube", "ferry", "openshift"];
+
 /// A problem with a tenant name or a set of tenant names.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
@@ -75,11 +80,12 @@ impl Tenant {
         if let Some(why) = dns_label_problem(name) {
             return Err(invalid(&why));
         }
-        if name == RESERVED_NAMESPACE_PREFIX.trim_end_matches('-')
-            || name.starts_with(RESERVED_NAMESPACE_PREFIX)
+        if let Some(system) = RESERVED_TENANT_PREFIXES
+            .iter()
+            .find(|p| name == **p || name.starts_with(&format!("{p}-")))
         {
             return Err(invalid(&format!(
-                "its super namespaces would start with {RESERVED_NAMESPACE_PREFIX:?}, which Kubernetes reserves for its own namespaces (kube-system, kube-public)"
+                "its super namespaces would start with \"{system}-\", which the platform reserves for its own namespaces ({system}-system, ...)"
             )));
         }
         Ok(Self(name.to_string()))
@@ -298,6 +304,10 @@ pub fn hex(bytes: &[u8]) -> String {
 /// name of a 56-character `x`; only a learnt pair ([`NameMap`]) tells them apart.
 pub fn unmap_unhashed(tenant: &str, super_name: &str) -> Option<String> {
     let rest = super_name.strip_prefix(tenant)?.strip_prefix('-')?;
+    if rest.is_empty() {
+        // `map(t, "")` is `t-`, but no tenant object or namespace has an empty name.
+        return None;
+    }
     (map(tenant, rest) == super_name).then(|| rest.to_string())
 }
 
@@ -406,9 +416,17 @@ mod tests {
     #[test]
     fn tenants_cannot_map_into_kubernetes_namespaces() {
         // Tenant `kube`'s namespace `system` would be `kube-system`.
-        for name in ["kube", "kube-a", "kube-system"] {
+        for name in [
+            "kube",
+            "kube-a",
+            "kube-system",
+            "ferry",
+            "openshift",
+            "openshift-x",
+        ] {
             assert!(Tenant::new(name).is_err(), "{name}");
         }
+        assert!(Tenant::new("ferryman").is_ok());
         assert!(Tenant::new("kubeflow").is_ok());
         assert!(is_system_namespace("kube-node-lease"));
         assert!(!is_system_namespace("kubeflow"));

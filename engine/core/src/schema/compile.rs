@@ -37,6 +37,11 @@ const REF_KEYS: &[&str] = &[
 /// Deepest schema nesting followed; recursive schemas stop here.
 const MAX_DEPTH: usize = 64;
 
+/// Most schema nodes one kind's schema may expand to through `$ref`s. The largest real CRDs
+/// (Gateway API, cert-manager's Certificate, Argo CD's Application) have a few thousand; a
+/// hostile chain of definitions each referring twice to the previous one doubles per level.
+const MAX_NODES: usize = 200_000;
+
 /// Where a schema comes from, for positions and `$ref` resolution.
 pub struct Source<'a> {
     /// The schema file.
@@ -93,6 +98,7 @@ struct Compiler<'a> {
     open_paths: Vec<String>,
     suspicious: Vec<(String, Location)>,
     warnings: Vec<(Location, String)>,
+    visited: usize,
 }
 
 /// Compiles `schema`, found at `yaml_path` in the source file.
@@ -104,8 +110,25 @@ pub fn compile(schema: &Schema, yaml_path: &str, src: &Source<'_>) -> Result<Pla
         open_paths: Vec::new(),
         suspicious: Vec::new(),
         warnings: Vec::new(),
+        visited: 0,
     };
     let root = compiler.schema(schema, yaml_path, "", 0)?;
+    for key in ["apiVersion", "kind", "metadata"] {
+        if let Some((path, rule)) = root.fields.get(key).and_then(|n| {
+            let mut rules = Vec::new();
+            n.walk(key, &mut rules);
+            rules.into_iter().next()
+        }) {
+            return Err(Error::Annotation {
+                at: rule.origin.clone(),
+                field: path,
+                message: format!(
+                    "{} on {key}: ferry sets the type and metadata of what it writes itself (names, namespaces, ownership), annotations may not change them",
+                    rule.rule.name()
+                ),
+            });
+        }
+    }
     Ok(Plan {
         has_text: root.leads_to(&|r| matches!(r, Rule::Text)),
         file: src.file.display().to_string(),
@@ -164,7 +187,19 @@ impl Compiler<'_> {
                     });
                 };
                 if self.ref_stack.iter().any(|r| r == name) {
-                    // A recursive schema (JSONSchemaProps): annotations apply to the first level.
+                    // A recursive schema (JSONSchemaProps): it is not unrolled, so an annotation
+                    // inside it would hold only at the first level. Refuse rather than
+                    // silently leave deeper levels unmapped.
+                    let target = self.src.components.and_then(|c| c.get(name));
+                    if let Some(ReferenceOr::Item(s)) = target {
+                        if self.has_annotations(s, &mut Vec::new()) {
+                            return Err(self.annotation_error(
+                                yaml_path,
+                                field,
+                                format!("{name} refers to itself (through $ref) and carries x-ferry-* annotations; annotations inside a recursive schema are not supported (they would hold only at the first level)"),
+                            ));
+                        }
+                    }
                     return Ok(Node::default());
                 }
                 let target = self.src.components.and_then(|c| c.get(name));
@@ -192,6 +227,13 @@ impl Compiler<'_> {
         field: &str,
         depth: usize,
     ) -> Result<Node> {
+        self.visited += 1;
+        if self.visited > MAX_NODES {
+            return Err(Error::Parse {
+                at: self.at(yaml_path),
+                message: format!("the schema expands to more than {MAX_NODES} nodes through $ref (a chain of references that multiplies); simplify it"),
+            });
+        }
         if depth > MAX_DEPTH {
             if self.has_annotations(schema, &mut Vec::new()) {
                 return Err(self.annotation_error(
@@ -269,7 +311,7 @@ impl Compiler<'_> {
                 }
             }
         }
-        self.double_mapping(&node, field)?;
+        self.reference_fields(&node, field, properties)?;
         if let Some(AdditionalProperties::Schema(s)) = additional {
             self.known_paths.push(join(field, "*"));
             let child_yaml = format!("{yaml_path}.additionalProperties");
@@ -299,24 +341,67 @@ impl Compiler<'_> {
         Ok(node)
     }
 
-    /// A namespace field is mapped once: `x-ferry-namespace` on the namespace field of a
-    /// reference (its own, or a string reference's sibling) would map it twice.
-    fn double_mapping(&self, node: &Node, field: &str) -> Result<()> {
+    /// The fields a reference names exist, and a namespace field is mapped once:
+    /// `x-ferry-namespace` on the namespace field of a reference (its own, or a string
+    /// reference's sibling), or one sibling serving two string references, would map it twice.
+    /// `properties` are those of `node`'s object (a reference object's own fields, or the
+    /// siblings of its string references); an object without declared properties is open.
+    fn reference_fields(
+        &self,
+        node: &Node,
+        field: &str,
+        properties: Option<&IndexMap<String, ReferenceOr<Box<Schema>>>>,
+    ) -> Result<()> {
         let refs = node
             .rules
             .iter()
             .filter_map(|a| match &a.rule {
-                Rule::Ref(r) if !r.on_string => Some((a, r.namespace_key(true))),
+                Rule::Ref(r) if !r.on_string => Some((a, r, r.namespace_key(true))),
                 _ => None,
             })
             .chain(node.fields.values().flat_map(|child| {
                 child.rules.iter().filter_map(|a| match &a.rule {
-                    Rule::Ref(r) => Some((a, r.sibling_namespace())),
+                    Rule::Ref(r) if r.on_string => Some((a, r, r.sibling_namespace())),
                     _ => None,
                 })
             }));
-        for (annotated, key) in refs {
+        let mut sibling_namespaces: Vec<(&str, &Annotated)> = Vec::new();
+        for (annotated, rule, key) in refs {
+            let declared = [
+                ("apiVersionField", &rule.api_version_field),
+                ("kindField", &rule.kind_field),
+                ("namespaceField", &rule.namespace_field),
+            ];
+            let missing = declared
+                .iter()
+                .filter_map(|(what, key)| Some((what, key.as_deref()?)))
+                .chain((!rule.on_string).then_some((&"nameField", rule.name_field.as_str())))
+                .find(|(_, key)| {
+                    properties.is_some_and(|p| !p.is_empty() && !p.contains_key(*key))
+                });
+            if let Some((what, key)) = missing {
+                return Err(Error::Annotation {
+                    at: annotated.origin.clone(),
+                    field: field.to_string(),
+                    message: format!(
+                        "x-ferry-ref.{what} names {key:?}, which is not a field here (a typo would leave the real field unmapped)"
+                    ),
+                });
+            }
             let Some(key) = key else { continue };
+            if rule.on_string {
+                if let Some((_, first)) = sibling_namespaces.iter().find(|(k, _)| *k == key) {
+                    return Err(Error::Annotation {
+                        at: annotated.origin.clone(),
+                        field: join(field, key),
+                        message: format!(
+                            "{key} is the namespaceField of two references (also the one at {}); it would be mapped twice",
+                            first.origin
+                        ),
+                    });
+                }
+                sibling_namespaces.push((key, annotated));
+            }
             if let Some(ns) = node
                 .fields
                 .get(key)

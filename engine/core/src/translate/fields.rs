@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::path::Path;
 use super::{Change, Published, Reason, Reference, Refusal, Result, LABEL_TENANT};
-use crate::naming::{dns_label_problem, NameMap};
+use crate::naming::{dns_label_problem, dns_subdomain_problem, NameMap};
 use crate::policy::{Direction, Policy, Scope};
 use crate::schema::{Annotated, Node, RefRule, Rule};
 
@@ -101,9 +101,14 @@ impl<'a> Fields<'a> {
         match value {
             Value::Object(map) => {
                 for (key, child) in &node.fields {
-                    if !map.contains_key(key) {
-                        self.absent_reference(child, map, path)?;
-                        continue;
+                    // A null reference is no reference, like an absent one.
+                    match map.get(key) {
+                        None => {
+                            self.absent_reference(child, map, path)?;
+                            continue;
+                        }
+                        Some(Value::Null) => self.absent_reference(child, map, path)?,
+                        Some(_) => {}
                     }
                     self.field(child, map, key, &path.key(key))?;
                 }
@@ -134,8 +139,8 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    /// A string reference that is absent still has its sibling namespace field mapped: the
-    /// field holds a namespace whether or not the name beside it is set.
+    /// A string reference that is absent (or null) still has its sibling namespace field
+    /// mapped: the field holds a namespace whether or not the name beside it is set.
     fn absent_reference(
         &mut self,
         node: &Node,
@@ -244,7 +249,11 @@ impl<'a> Fields<'a> {
             // tenant's or the platform's, never to be shown, and never to be collapsed onto a
             // tenant name (two list-map keys would collide). The namespace of a published
             // object passes: the tenant sees that object under the same name.
-            Way::Up => match self.names.to_tenant(&ns) {
+            Way::Up => match self
+                .names
+                .to_tenant(&ns)
+                .filter(|t| dns_label_problem(t).is_none())
+            {
                 Some(tenant_ns) => Some(tenant_ns),
                 None if self.published.is_some_and(|p| p.public_namespace(&ns)) => None,
                 None => Some(redacted(self.names.tenant().as_str(), &ns)),
@@ -483,6 +492,14 @@ impl<'a> Fields<'a> {
                 renamed: None,
                 map_namespace: !from_super,
             });
+        }
+        if self.way == Way::Down {
+            if let Some(why) = dns_subdomain_problem(name) {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{name_path}: {name:?} is not a valid Kubernetes object name: {why}"),
+                ));
+            }
         }
         let Some((group, kind)) = target else {
             return Err(Refusal::new(

@@ -110,6 +110,12 @@ impl<'a> Guard<'a> {
             if key == "metadata" {
                 continue;
             }
+            if key.starts_with(RESERVED_PREFIX) {
+                return Err(self.refuse(format!(
+                    "{}: keys under ferry.dev/ are ferry's; an object cannot carry them",
+                    root.key(key)
+                )));
+            }
             let node = resource.plan.root.fields.get(key);
             self.walk(node, value, Some(top), &root.key(key))?;
         }
@@ -148,6 +154,13 @@ impl<'a> Guard<'a> {
             Scope::Namespaced => name == tenant_name,
             Scope::Cluster => is_map_of(tenant, tenant_name, name),
         };
+        if let Some(why) = dns_subdomain_problem(name) {
+            // map() cuts hashed names at 54 characters, which can end a dotted name in '.'.
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("metadata.name: the super name {name:?} of {tenant_name:?} is not a valid Kubernetes name ({why}); rename the tenant object"),
+            ));
+        }
         if !name_ok {
             return Err(self.refuse(format!(
                 "metadata.name: {name:?} is not the super name of tenant object {tenant_name:?}"
@@ -284,7 +297,8 @@ impl<'a> Guard<'a> {
         Ok(())
     }
 
-    /// The sibling namespace of a string reference that is absent still holds a namespace.
+    /// The sibling namespace of a string reference that is absent or null still holds a
+    /// namespace.
     fn absent_references(
         &self,
         node: &Node,
@@ -299,7 +313,7 @@ impl<'a> Guard<'a> {
                 let Some(ns_key) = rule.sibling_namespace() else {
                     continue;
                 };
-                if map.contains_key(key) {
+                if map.get(key).is_some_and(|v| !v.is_null()) {
                     continue;
                 }
                 let public = rule
