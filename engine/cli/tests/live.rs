@@ -1310,6 +1310,176 @@ async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {
     env.finish(ferry).await
 }
 
+const GW: &str = "gateway.networking.k8s.io/v1";
+
+/// Gateway API on real API servers: a route refers across the tenant's namespaces (allowed by
+/// a ReferenceGrant), a listener admits routes from namespaces by label, and super namespaces
+/// carry their tenant namespace's labels, so the label selects the tenant's namespaces only.
+async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "gateway").await?;
+    let ferry = env.ferry(&["team-a", "team-b"]).await?;
+    let (a, b, s) = (env.tenant("team-a"), env.tenant("team-b"), env.super_());
+    let infra = env.namespace("team-a", "infra").await?;
+    let shop = env.namespace("team-a", "shop").await?;
+    let catalog = env.namespace("team-a", "catalog").await?;
+    let other = env.namespace("team-b", "shop").await?;
+    for (client, ns) in [(&a, &shop), (&b, &other)] {
+        merge(
+            client,
+            "v1",
+            "Namespace",
+            "",
+            ns,
+            json!({"metadata": {"labels": {"gateway-access": "yes"}}}),
+        )
+        .await?;
+    }
+    create(&a, json!({
+        "apiVersion": GW, "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": infra},
+        "spec": {"gatewayClassName": "shared", "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP",
+             "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"gateway-access": "yes"}}}}},
+            {"name": "all", "port": 8080, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+        ]},
+    })).await?;
+    create(&a, json!({
+        "apiVersion": GW, "kind": "HTTPRoute",
+        "metadata": {"name": "shop", "namespace": shop},
+        "spec": {"parentRefs": [{"name": "edge", "namespace": infra}],
+                 "rules": [{"backendRefs": [{"name": "catalog", "namespace": catalog, "port": 8080}]}]},
+    })).await?;
+    create(&a, json!({
+        "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+        "metadata": {"name": "from-shop", "namespace": catalog},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": shop}],
+                 "to": [{"group": "", "kind": "Service", "name": "catalog"}]},
+    })).await?;
+    // team-b has a route of its own, so its labelled namespace exists in the super cluster.
+    create(
+        &b,
+        json!({
+            "apiVersion": GW, "kind": "HTTPRoute",
+            "metadata": {"name": "shop", "namespace": other},
+            "spec": {"parentRefs": [{"name": "edge"}]},
+        }),
+    )
+    .await?;
+    let sup = |ns: &str| format!("team-a-{ns}");
+    let gateway = until(
+        &s,
+        GW,
+        "Gateway",
+        &sup(&infra),
+        "edge",
+        "the Gateway's copy",
+        |_| true,
+    )
+    .await?;
+    let listeners = &gateway["spec"]["listeners"];
+    ensure!(
+        listeners[0]["allowedRoutes"]["namespaces"]["selector"]["matchLabels"]
+            == json!({"gateway-access": "yes", "ferry.dev/tenant": "team-a"}),
+        "selector scoped to the tenant: {gateway:#}"
+    );
+    ensure!(
+        listeners[1]["allowedRoutes"]["namespaces"]
+            == json!({"from": "Selector", "selector": {"matchLabels": {"ferry.dev/tenant": "team-a"}}}),
+        "from: All admits only the tenant's namespaces: {gateway:#}"
+    );
+    let route = until(
+        &s,
+        GW,
+        "HTTPRoute",
+        &sup(&shop),
+        "shop",
+        "the route's copy",
+        |_| true,
+    )
+    .await?;
+    ensure!(
+        route["spec"]["parentRefs"][0]["namespace"] == sup(&infra).as_str()
+            && route["spec"]["rules"][0]["backendRefs"][0]["namespace"] == sup(&catalog).as_str(),
+        "references mapped into the tenant's namespaces: {route:#}"
+    );
+    let grant = until(
+        &s,
+        "gateway.networking.k8s.io/v1beta1",
+        "ReferenceGrant",
+        &sup(&catalog),
+        "from-shop",
+        "the grant's copy",
+        |_| true,
+    )
+    .await?;
+    ensure!(
+        grant["spec"]["from"][0]["namespace"] == sup(&shop).as_str(),
+        "{grant:#}"
+    );
+    until(
+        &s,
+        GW,
+        "HTTPRoute",
+        &format!("team-b-{other}"),
+        "shop",
+        "team-b's route",
+        |_| true,
+    )
+    .await?;
+    // The Gateway's selector, as a super-side controller evaluates it, selects the tenant's
+    // labelled namespace and not team-b's, which carries the same label.
+    let selected = |labels: String| {
+        let s = s.clone();
+        async move {
+            let list = kube::Api::<Namespace>::all(s)
+                .list(&ListParams::default().labels(&labels))
+                .await?;
+            anyhow::Ok(
+                list.items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let wanted = vec![sup(&shop)];
+    eventually(
+        "the tenant's labelled super namespace is selected",
+        WAIT,
+        || async {
+            let names = selected("gateway-access=yes,ferry.dev/tenant=team-a".into()).await?;
+            Ok((names == wanted).then_some(()))
+        },
+    )
+    .await?;
+    ensure!(
+        selected("gateway-access=yes".into())
+            .await?
+            .contains(&format!("team-b-{other}")),
+        "team-b's namespace carries its label too (so the tenant label is what keeps it out)"
+    );
+    // The label leaves the tenant namespace: it leaves the super namespace.
+    merge(
+        &a,
+        "v1",
+        "Namespace",
+        "",
+        &shop,
+        json!({"metadata": {"labels": {"gateway-access": null}}}),
+    )
+    .await?;
+    eventually(
+        "a removed label leaves the super namespace",
+        WAIT,
+        || async {
+            let names = selected("gateway-access=yes,ferry.dev/tenant=team-a".into()).await?;
+            Ok(names.is_empty().then_some(()))
+        },
+    )
+    .await?;
+    env.finish(ferry).await
+}
+
 /// A kind approved before its CRD exists: reported, retried, and synced once served.
 async fn kind_served_later(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "served-later").await?;
@@ -1444,4 +1614,5 @@ scenarios!(
     refusals_are_events,
     unpublished_references_refused,
     to_tenant_writes_refused,
+    gateway_api_stays_in_tenant,
 );
