@@ -1,14 +1,62 @@
-//! `ferry schema init`: turns a CRD into an annotation overlay skeleton for `schemas/`.
+//! `ferry schema init`: turns a CRD into a sparse annotation overlay for `schemas/`.
 //!
-//! Annotations are added only where the shape leaves no doubt (a string field named
-//! `namespace` or `*Namespace`, an object with `matchLabels`); fields that look like
-//! references are listed in the header for a human to decide, since the target kind and
-//! whether the policy syncs it are policy decisions.
+//! The overlay holds only the paths that lead to a field ferry annotates or suggests, each
+//! with a comment saying why. Annotations are written only where the shape leaves no doubt:
+//! a `{group, kind, name, namespace}`-style reference object (Gateway API's `parentRefs`), and
+//! a string named `namespace` or `*Namespace` outside any Vault-like context. Everything else
+//! that looks like a namespace, a reference or a selector is a suggestion in a comment: what a
+//! field points at, and whether scoping a selector to the tenant is right, are decisions for
+//! the platform engineer (a pod-affinity selector scoped to the tenant would leave a super-side
+//! controller's own pods unschedulable).
 
-use serde_json::{Map, Value};
+use indexmap::IndexMap;
+use serde_json::Value;
 
-/// The skeleton as YAML text: a header of suggestions, then the CRD reduced to what ferry
-/// reads, with the certain annotations in place.
+/// One field of the overlay: its type, what ferry writes or suggests there, and the fields
+/// below it that lead to something.
+#[derive(Default)]
+struct Field {
+    ty: Option<String>,
+    default: Option<Value>,
+    /// Annotations written (key, value as flow YAML).
+    annotations: Vec<(String, String)>,
+    /// The comment above the field: why it is annotated, or what to consider.
+    comment: Option<String>,
+    properties: IndexMap<String, Field>,
+    items: Option<Box<Field>>,
+    values: Option<Box<Field>>,
+}
+
+impl Field {
+    fn is_empty(&self) -> bool {
+        self.annotations.is_empty()
+            && self.comment.is_none()
+            && self.properties.is_empty()
+            && self.items.is_none()
+            && self.values.is_none()
+    }
+}
+
+/// Names that end like references but are not (a certificate's `commonName`, a route's
+/// `sectionName`).
+const NOT_REFERENCES: &[&str] = &[
+    "name",
+    "commonName",
+    "serverName",
+    "sectionName",
+    "hostName",
+    "hostname",
+    "displayName",
+    "fullName",
+    "userName",
+    "username",
+    "subjectName",
+    "fileName",
+    "filename",
+    "keyName",
+];
+
+/// The overlay as YAML text.
 pub fn skeleton(crd: &Value) -> Result<String, String> {
     if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
         return Err(format!(
@@ -17,122 +65,279 @@ pub fn skeleton(crd: &Value) -> Result<String, String> {
                 .map_or("(none)".to_string(), Value::to_string)
         ));
     }
-    let name = crd
-        .pointer("/metadata/name")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
-    let mut notes = Vec::new();
-    let mut versions = Vec::new();
-    for version in spec
-        .get("versions")
+    let text = |pointer: &str| crd.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+    let mut out = String::from(
+        "# ferry schema overlay: only the fields ferry rewrites, each with a comment. Review every\n\
+         # x-ferry-* annotation and every suggestion, then name this file in a policy entry\n\
+         # (schema: ...). Annotations: x-ferry-namespace, x-ferry-ref, x-ferry-selector,\n\
+         # x-ferry-namespace-selector, x-ferry-text, x-ferry-owner: super, x-ferry-drop.\n",
+    );
+    out.push_str("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n");
+    out.push_str(&format!(
+        "metadata:\n  name: {}\nspec:\n",
+        scalar(text("/metadata/name"))
+    ));
+    out.push_str(&format!("  group: {}\n", scalar(text("/spec/group"))));
+    if let Some(names) = crd.pointer("/spec/names") {
+        out.push_str(&format!("  names: {}\n", flow(names)));
+    }
+    out.push_str(&format!(
+        "  scope: {}\n  versions:\n",
+        scalar(text("/spec/scope"))
+    ));
+    let mut found = 0;
+    for version in crd
+        .pointer("/spec/versions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        let vname = version.get("name").and_then(Value::as_str).unwrap_or("?");
-        let mut schema = version
-            .pointer("/schema/openAPIV3Schema")
-            .cloned()
-            .unwrap_or(Value::Null);
-        annotate(&mut schema, "", vname, &mut notes);
-        let mut v = Map::new();
-        v.insert("name".into(), Value::String(vname.into()));
+        let name = version.get("name").and_then(Value::as_str).unwrap_or("?");
+        out.push_str(&format!("  - name: {}\n", scalar(name)));
         for key in ["served", "storage", "subresources"] {
-            if let Some(x) = version.get(key) {
-                v.insert(key.into(), x.clone());
+            if let Some(v) = version.get(key) {
+                out.push_str(&format!("    {key}: {}\n", flow(v)));
             }
         }
-        v.insert(
-            "schema".into(),
-            serde_json::json!({ "openAPIV3Schema": schema }),
+        let schema = version
+            .pointer("/schema/openAPIV3Schema")
+            .unwrap_or(&Value::Null);
+        let root = visit(schema, "", false).unwrap_or_default();
+        found += count(&root);
+        out.push_str("    schema:\n      openAPIV3Schema:\n");
+        emit(&root, 8, &mut out);
+    }
+    if found == 0 {
+        out.insert_str(
+            0,
+            "# No field looks like a namespace, a reference or a selector.\n",
         );
-        versions.push(Value::Object(v));
     }
-    let mut out_spec = Map::new();
-    for key in ["group", "names", "scope"] {
-        if let Some(x) = spec.get(key) {
-            out_spec.insert(key.into(), x.clone());
-        }
-    }
-    out_spec.insert("versions".into(), Value::Array(versions));
-    let doc = serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": name },
-        "spec": Value::Object(out_spec),
-    });
-    let body = serde_yaml::to_string(&doc).map_err(|e| e.to_string())?;
-    let mut header = String::from(
-        "# ferry schema overlay. Review every x-ferry-* annotation below, then reference this\n\
-         # file from a policy entry (schema: ...). Annotations: x-ferry-namespace, x-ferry-ref,\n\
-         # x-ferry-selector, x-ferry-owner: super, x-ferry-drop.\n",
-    );
-    if notes.is_empty() {
-        header.push_str("# No field looked like an unannotated reference.\n");
-    } else {
-        header.push_str("# Fields that look like references (add x-ferry-ref, or leave them if they are not):\n");
-        for note in &notes {
-            header.push_str(&format!("#   {note}\n"));
-        }
-    }
-    Ok(format!("{header}{body}"))
+    Ok(out)
 }
 
-fn annotate(schema: &mut Value, path: &str, version: &str, notes: &mut Vec<String>) {
-    let Value::Object(map) = schema else { return };
-    let Some(Value::Object(props)) = map.get_mut("properties") else {
-        if let Some(items) = map.get_mut("items") {
-            annotate(items, &format!("{path}[*]"), version, notes);
-        }
-        return;
+fn count(field: &Field) -> usize {
+    usize::from(field.comment.is_some())
+        + field.properties.values().map(count).sum::<usize>()
+        + field.items.as_deref().map_or(0, count)
+        + field.values.as_deref().map_or(0, count)
+}
+
+fn ty(schema: &Value) -> Option<&str> {
+    schema.get("type").and_then(Value::as_str)
+}
+
+fn props(schema: &Value) -> Option<&serde_json::Map<String, Value>> {
+    schema.get("properties").and_then(Value::as_object)
+}
+
+/// The overlay of `schema` (the field `name`, at `path`), or `None` when nothing below it
+/// needs ferry. `vault` is set below a Vault-like field, whose "namespaces" are not
+/// Kubernetes'.
+fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
+    let name = path.rsplit(['.', ']']).next().unwrap_or("");
+    let vault = vault || name.to_ascii_lowercase().contains("vault");
+    let description = schema
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut field = Field {
+        ty: ty(schema).map(str::to_string),
+        ..Field::default()
     };
-    for (name, prop) in props.iter_mut() {
-        let field = if path.is_empty() {
-            name.clone()
-        } else {
-            format!("{path}.{name}")
-        };
-        let Value::Object(p) = prop else { continue };
-        let ty = p
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let has_ferry = p.keys().any(|k| k.starts_with("x-ferry-"));
-        if !has_ferry && path != "metadata" {
-            if ty == "string" && (name == "namespace" || name.ends_with("Namespace")) {
-                p.insert("x-ferry-namespace".into(), Value::Bool(true));
-            } else if ty == "object"
-                && p.get("properties")
-                    .and_then(|x| x.get("matchLabels"))
-                    .is_some()
-            {
-                p.insert("x-ferry-selector".into(), Value::Bool(true));
-            } else if name.ends_with("Ref")
-                || name.ends_with("Name") && ty == "string" && name != "name"
-            {
-                let guess = guess_kind(name);
-                notes.push(format!(
-                    "{version} {field}: x-ferry-ref: {{apiVersion: {}, kind: {}}}",
-                    guess.0, guess.1
-                ));
+    let properties = props(schema);
+    let has = |key: &str| properties.is_some_and(|p| p.contains_key(key));
+    let is_selector =
+        ty(schema) == Some("object") && (has("matchLabels") || has("matchExpressions"));
+    let looks_like_ns = name == "namespace" || name.ends_with("Namespace");
+    if has("name") && has("kind") && (has("group") || has("apiVersion")) {
+        // A reference object: what it points at is in its own fields.
+        let api = if has("group") { "group" } else { "apiVersion" };
+        let mut rule = format!("{{apiVersionField: {api}, kindField: kind");
+        if has("namespace") {
+            rule.push_str(", namespaceField: namespace");
+        }
+        rule.push('}');
+        field.annotations.push(("x-ferry-ref".into(), rule));
+        field.comment = Some(format!(
+            "a reference object: its {api} and kind say what it points at{}; add passthrough: true if it may name kinds the policy does not sync",
+            if has("namespace") { ", its namespace is mapped" } else { "" }
+        ));
+        for key in [api, "kind", "name", "namespace"] {
+            if let Some(p) = properties.and_then(|p| p.get(key)) {
+                field.properties.insert(
+                    key.to_string(),
+                    Field {
+                        ty: ty(p).map(str::to_string),
+                        default: p.get("default").cloned(),
+                        ..Field::default()
+                    },
+                );
             }
         }
-        annotate(prop, &field, version, notes);
+        return Some(field);
+    }
+    if ty(schema) == Some("string") && looks_like_ns {
+        if vault || description.contains("vault") {
+            field.comment = Some(
+                "suggestion: x-ferry-namespace: true, only if it holds a Kubernetes namespace (this looks like a Vault namespace, which is not one)".into(),
+            );
+        } else {
+            field
+                .annotations
+                .push(("x-ferry-namespace".into(), "true".into()));
+            field.comment = Some("a namespace: mapped to the tenant's super namespace".into());
+        }
+        return Some(field);
+    }
+    if is_selector {
+        field.comment = Some(if name.to_ascii_lowercase().contains("namespace") {
+            "suggestion: x-ferry-namespace-selector: true, if it selects namespaces (scoped to the tenant's)".into()
+        } else {
+            "suggestion: x-ferry-selector: true, if it selects the tenant's own objects (not, for example, a super-side controller's pods)".into()
+        });
+        for key in ["matchLabels", "matchExpressions"] {
+            if let Some(p) = properties.and_then(|p| p.get(key)) {
+                field.properties.insert(
+                    key.to_string(),
+                    Field {
+                        ty: ty(p).map(str::to_string),
+                        ..Field::default()
+                    },
+                );
+            }
+        }
+        return Some(field);
+    }
+    let reference_like = !NOT_REFERENCES.contains(&name)
+        && ((name.ends_with("Ref") && (ty(schema) == Some("string") || has("name")))
+            || (name.ends_with("Name") && ty(schema) == Some("string")));
+    if reference_like {
+        let (api, kind) = guess_kind(name);
+        let namespace = if has("namespace") {
+            ", namespaceField: namespace"
+        } else {
+            ""
+        };
+        field.comment = Some(format!(
+            "suggestion: x-ferry-ref: {{apiVersion: {api}, kind: {kind}{namespace}}}, if it names a Kubernetes object"
+        ));
+        if has("namespace") {
+            field.properties.insert(
+                "namespace".into(),
+                Field {
+                    ty: Some("string".into()),
+                    ..Field::default()
+                },
+            );
+        }
+        return Some(field);
+    }
+    if path != "metadata" {
+        for (key, child) in properties.into_iter().flatten() {
+            let child_path = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            if let Some(f) = visit(child, &child_path, vault) {
+                field.properties.insert(key.clone(), f);
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            field.items = visit(items, &format!("{path}[*]"), vault).map(Box::new);
+        }
+        if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+            field.values = visit(values, &format!("{path}.*"), vault).map(Box::new);
+        }
+    }
+    (!field.is_empty()).then_some(field)
+}
+
+/// Writes `field`'s schema at `indent` spaces.
+fn emit(field: &Field, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    if let Some(ty) = &field.ty {
+        out.push_str(&format!("{pad}type: {ty}\n"));
+    }
+    if let Some(default) = &field.default {
+        out.push_str(&format!("{pad}default: {}\n", flow(default)));
+    }
+    for (key, value) in &field.annotations {
+        out.push_str(&format!("{pad}{key}: {value}\n"));
+    }
+    if !field.properties.is_empty() {
+        out.push_str(&format!("{pad}properties:\n"));
+        for (name, child) in &field.properties {
+            if let Some(comment) = &child.comment {
+                out.push_str(&format!("{pad}  # {comment}\n"));
+            }
+            out.push_str(&format!("{pad}  {}:\n", scalar(name)));
+            emit(child, indent + 4, out);
+        }
+    }
+    for (key, child) in [
+        ("items", &field.items),
+        ("additionalProperties", &field.values),
+    ] {
+        if let Some(child) = child {
+            if let Some(comment) = &child.comment {
+                out.push_str(&format!("{pad}# {comment}\n"));
+            }
+            out.push_str(&format!("{pad}{key}:\n"));
+            emit(child, indent + 2, out);
+        }
+    }
+}
+
+/// A scalar as YAML: plain when that reads back as the same string, quoted otherwise.
+fn scalar(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && serde_yaml::from_str::<Value>(s).ok() == Some(Value::String(s.to_string()));
+    if plain {
+        s.to_string()
+    } else {
+        Value::String(s.to_string()).to_string()
+    }
+}
+
+/// A value as flow YAML: `{kind: Db, plural: dbs}`.
+fn flow(v: &Value) -> String {
+    match v {
+        Value::String(s) => scalar(s),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(flow).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", scalar(k), flow(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
     }
 }
 
 /// A starting point for the target of a reference-like field, from its name.
 fn guess_kind(field: &str) -> (&'static str, String) {
     let stem = field.trim_end_matches("Ref").trim_end_matches("Name");
-    match stem.to_ascii_lowercase().as_str() {
-        "secret" | "credentialssecret" | "passwordsecret" => ("v1", "Secret".into()),
-        "configmap" => ("v1", "ConfigMap".into()),
-        "serviceaccount" => ("v1", "ServiceAccount".into()),
-        "service" => ("v1", "Service".into()),
-        "persistentvolumeclaim" | "claim" => ("v1", "PersistentVolumeClaim".into()),
-        _ => {
+    let lower = stem.to_ascii_lowercase();
+    let core = [
+        ("secret", "Secret"),
+        ("configmap", "ConfigMap"),
+        ("serviceaccount", "ServiceAccount"),
+        ("persistentvolumeclaim", "PersistentVolumeClaim"),
+        ("claim", "PersistentVolumeClaim"),
+        ("service", "Service"),
+    ];
+    match core.iter().find(|(suffix, _)| lower.ends_with(suffix)) {
+        Some((_, kind)) => ("v1", kind.to_string()),
+        None => {
             let mut chars = stem.chars();
             let kind = chars
                 .next()
@@ -147,16 +352,15 @@ fn guess_kind(field: &str) -> (&'static str, String) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn annotates_obvious_fields_and_lists_refs() {
-        let crd: Value = serde_yaml::from_str(
+    fn crd(properties: &str) -> Value {
+        serde_yaml::from_str(&format!(
             r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: dbs.example.com, uid: x}
+metadata: {{name: dbs.example.com, uid: x}}
 spec:
   group: example.com
-  names: {kind: Db, plural: dbs}
+  names: {{kind: Db, plural: dbs}}
   scope: Namespaced
   versions:
   - name: v1
@@ -168,22 +372,50 @@ spec:
         properties:
           spec:
             type: object
-            properties:
-              targetNamespace: {type: string}
-              secretRef: {type: object, properties: {name: {type: string}}}
-              podSelector: {type: object, properties: {matchLabels: {type: object}}}
-status: {acceptedNames: {}}
-"#,
-        )
+            properties: {properties}
+status: {{acceptedNames: {{}}}}
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn annotates_only_what_is_certain_and_suggests_the_rest() {
+        let out = skeleton(&crd(
+            "{targetNamespace: {type: string}, secretRef: {type: object, properties: {name: {type: string}}}, podSelector: {type: object, properties: {matchLabels: {type: object}}}, engine: {type: string}, commonName: {type: string}, vault: {type: object, properties: {namespace: {type: string}}}, parentRefs: {type: array, items: {type: object, properties: {group: {type: string, default: gateway.networking.k8s.io}, kind: {type: string, default: Gateway}, name: {type: string}, namespace: {type: string}, sectionName: {type: string}}}}}",
+        ))
         .unwrap();
-        let out = skeleton(&crd).unwrap();
         assert!(out.contains("x-ferry-namespace: true"), "{out}");
-        assert!(out.contains("x-ferry-selector: true"), "{out}");
         assert!(
-            out.contains("spec.secretRef: x-ferry-ref: {apiVersion: v1, kind: Secret}"),
+            out.contains(
+                "x-ferry-ref: {apiVersionField: group, kindField: kind, namespaceField: namespace}"
+            ),
             "{out}"
         );
-        assert!(!out.contains("acceptedNames"), "{out}");
-        assert!(!out.contains("uid"), "{out}");
+        assert!(out.contains("default: gateway.networking.k8s.io"), "{out}");
+        // Uncertain: comments only.
+        assert!(!out.contains("x-ferry-selector: true\n"), "{out}");
+        assert!(
+            out.contains("# suggestion: x-ferry-selector: true"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# suggestion: x-ferry-ref: {apiVersion: v1, kind: Secret}"),
+            "{out}"
+        );
+        assert!(out.contains("Vault namespace"), "{out}");
+        // Sparse: nothing that ferry does not touch.
+        for absent in [
+            "engine",
+            "commonName",
+            "sectionName",
+            "acceptedNames",
+            "uid",
+        ] {
+            assert!(!out.contains(absent), "{absent} in {out}");
+        }
+        // What it prints is a schema ferry loads.
+        let doc: Value = serde_yaml::from_str(&out).expect("valid YAML");
+        assert_eq!(doc["kind"], "CustomResourceDefinition");
     }
 }
