@@ -389,14 +389,16 @@ impl TenantState {
     ) -> Arc<Self> {
         let name: Arc<str> = tenant.as_str().into();
         shared.queues.add_tenant(name.clone());
-        // The tenant side watches every object of toSuper kinds, ferry's copies of fromSuper
-        // kinds and every namespace; a change is keyed by where it is.
+        // The tenant side watches the tenant's own objects of toSuper kinds, ferry's copies of
+        // fromSuper kinds and every namespace; a change is keyed by where it is.
         let (caches, namespaces, tasks) = watch_all(
             &client,
             &shared.policy,
             &name,
             |resource| match resource.direction {
-                Direction::ToSuper => None,
+                // Never ferry's own copies: for a kind approved both ways they are the
+                // fromSuper entry's, and they never go down.
+                Direction::ToSuper => Some(format!("{LABEL_FROM_SUPER}!=true")),
                 Direction::FromSuper => Some(format!("{LABEL_FROM_SUPER}=true")),
             },
             None,

@@ -72,6 +72,55 @@ impl Published for Catalog {
     }
 }
 
+/// What one tenant's translations may ask of the live clusters: the super cluster's catalog,
+/// and the tenant's own copies of public objects (for kinds approved both ways).
+pub struct TenantView {
+    catalog: Arc<Catalog>,
+    copies: Vec<(String, String, Arc<Cache>)>,
+}
+
+impl TenantView {
+    /// The view of a tenant whose caches (one per policy entry) are `caches`.
+    pub fn new(catalog: Arc<Catalog>, policy: &Policy, caches: &[Arc<Cache>]) -> Self {
+        let copies = policy
+            .resources
+            .iter()
+            .zip(caches)
+            .filter(|(r, _)| r.direction == Direction::FromSuper)
+            .map(|(r, c)| {
+                (
+                    r.group_kind.group.clone(),
+                    r.group_kind.kind.clone(),
+                    c.clone(),
+                )
+            })
+            .collect();
+        Self { catalog, copies }
+    }
+}
+
+impl Published for TenantView {
+    fn published(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        self.catalog.published(group, kind, namespace, name)
+    }
+
+    fn super_namespace(&self, namespace: &str) -> bool {
+        self.catalog.super_namespace(namespace)
+    }
+
+    fn public_namespace(&self, namespace: &str) -> bool {
+        self.catalog.public_namespace(namespace)
+    }
+
+    fn tenant_copy(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        // The tenant caches of fromSuper kinds hold only ferry's copies.
+        self.copies
+            .iter()
+            .find(|(g, k, _)| g == group && k == kind)
+            .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,7 +110,11 @@ impl<'a> Reconciler<'a> {
         down: bool,
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
-        let public = self.shared.public.clone();
+        let view = crate::public::TenantView::new(
+            self.shared.public.clone(),
+            &self.shared.policy,
+            &self.tenant.caches,
+        );
         // The tenant's namespaces go only to transforms that ask for them, and to free text.
         let namespaces: Vec<String> = if resource.plan.has_text
             || resource
@@ -133,7 +137,7 @@ impl<'a> Reconciler<'a> {
         };
         let run = move |policy: &Policy, sandbox: &Sandbox| {
             let t = Translator::new(policy, Some(sandbox))
-                .with_published(&*public)
+                .with_published(&view)
                 .with_namespaces(&namespaces);
             if down {
                 t.to_super(object, &names, false)

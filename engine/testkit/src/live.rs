@@ -369,10 +369,17 @@ where
 pub fn api(client: &Client, api_version: &str, kind: &str, namespace: &str) -> Api<DynamicObject> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let plural = match kind {
-        "StorageClass" => "storageclasses".to_string(),
-        "DatabaseClass" => "databaseclasses".to_string(),
-        k => format!("{}s", k.to_ascii_lowercase()),
+    // Kubernetes' own guess for the kinds the tests use (StorageClass, GatewayClass, Policy).
+    let lower = kind.to_ascii_lowercase();
+    let plural = if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
     };
     let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
     if namespace.is_empty() {

@@ -91,18 +91,23 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
     for p in &parsed {
         load_transforms(p, options, &mut policy)?;
     }
-    let mut first_seen: BTreeMap<GroupKind, Location> = BTreeMap::new();
+    let mut first_seen: BTreeMap<(GroupKind, bool), Location> = BTreeMap::new();
     for p in &parsed {
         for (i, entry) in p.doc.spec.resources.iter().enumerate() {
             let resource = load_resource(p, i, entry, options, &policy)?;
-            if let Some(first) = first_seen.get(&resource.group_kind) {
+            // One kind may be approved both ways: once toSuper, once fromSuper.
+            let seen = (
+                resource.group_kind.clone(),
+                resource.direction == Direction::ToSuper,
+            );
+            if let Some(first) = first_seen.get(&seen) {
                 return Err(Error::Duplicate {
                     at: p.positions.at(&format!("spec.resources[{i}].kind")),
                     first: first.clone(),
                     kind: resource.group_kind.to_string(),
                 });
             }
-            first_seen.insert(resource.group_kind.clone(), resource.at.clone());
+            first_seen.insert(seen, resource.at.clone());
             policy.resources.push(resource);
         }
     }

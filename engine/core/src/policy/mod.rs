@@ -48,8 +48,8 @@ pub enum Error {
         /// What was expected and found.
         message: String,
     },
-    /// The same kind approved twice.
-    #[error("{at}: {kind} is approved twice (first at {first})")]
+    /// The same kind approved twice in one direction.
+    #[error("{at}: {kind} is approved twice in the same direction (first at {first}); a kind may be approved once toSuper and once fromSuper")]
     Duplicate {
         /// The second approval.
         at: Location,
@@ -172,10 +172,32 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The rule approving `group`/`kind` (any version), if any.
+    /// The rule approving `group`/`kind` (any version), if any; for a kind approved both ways,
+    /// the toSuper one (a tenant's reference names its own object unless proven otherwise).
     pub fn resource(&self, group: &str, kind: &str) -> Option<&Resource> {
+        self.resource_in(group, kind, Direction::ToSuper)
+    }
+
+    /// The rule approving `group`/`kind` in `direction`, else in the other one.
+    pub fn resource_in(&self, group: &str, kind: &str, direction: Direction) -> Option<&Resource> {
+        let mut found = self
+            .resources
+            .iter()
+            .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind);
+        let first = found.next()?;
+        if first.direction == direction {
+            return Some(first);
+        }
+        Some(found.next().unwrap_or(first))
+    }
+
+    /// Whether `group`/`kind` is approved both toSuper and fromSuper (a tenant's own objects
+    /// go down, the platform's public ones come up).
+    pub fn both_ways(&self, group: &str, kind: &str) -> bool {
         self.resources
             .iter()
-            .find(|r| r.group_kind.group == group && r.group_kind.kind == kind)
+            .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind)
+            .count()
+            > 1
     }
 }

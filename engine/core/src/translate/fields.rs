@@ -363,6 +363,50 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
+    /// Whether a reference to a kind approved both ways names a public copy in the tenant;
+    /// offline that cannot be known, and the explanation says so.
+    #[allow(clippy::too_many_arguments)]
+    fn public_copy_named(
+        &mut self,
+        group: &str,
+        kind: &str,
+        fields: Option<&Map<String, Value>>,
+        ns_key: Option<&str>,
+        name: &str,
+        annotated: &Annotated,
+        name_path: &Path<'_>,
+    ) -> bool {
+        // A namespaced public object can be named unchanged only with its namespace: without
+        // one, the reference resolves in the referrer's super namespace, the tenant's own.
+        let namespace = match self.policy.resource_in(group, kind, Direction::FromSuper) {
+            Some(r) if r.scope == Scope::Cluster => "",
+            _ => match ns_key
+                .and_then(|key| fields?.get(key)?.as_str())
+                .filter(|ns| !ns.is_empty())
+            {
+                Some(ns) => ns,
+                None => return false,
+            },
+        };
+        match self.published {
+            Some(p) => p.tenant_copy(group, kind, namespace, name),
+            None => {
+                if let Some(changes) = self.changes.as_deref_mut() {
+                    changes.push(Change {
+                        path: String::new(),
+                        before: None,
+                        after: None,
+                        rule: format!(
+                            "{name_path}: {kind} is approved both ways; mapped as the tenant's own object (live, a reference to a public copy in the tenant passes unchanged) [{}]",
+                            annotated.origin
+                        ),
+                    });
+                }
+                false
+            }
+        }
+    }
+
     /// The namespace names a selector of namespaces names (`kubernetes.io/metadata.name` in
     /// `matchLabels` and in `matchExpressions` values), mapped like any namespace.
     fn selected_namespaces(
@@ -523,9 +567,15 @@ impl<'a> Fields<'a> {
                 });
             }
         }
+        // A kind approved both ways: the tenant's own object, unless the tenant object it
+        // names is a copy of a public one (known live), which it then names unchanged.
+        let copy_of_public = self.way == Way::Down
+            && self.policy.both_ways(group, kind)
+            && self.public_copy_named(group, kind, fields, ns_key, name, annotated, name_path);
         let (rename, map_namespace) = match approved {
             // A fromSuper target is the shared public object: the reference passes unchanged.
             Some(r) if r.direction == Direction::FromSuper => (false, false),
+            Some(_) if copy_of_public => (false, false),
             Some(r) => (r.scope == Scope::Cluster, r.scope == Scope::Namespaced),
             // Passthrough keeps the name, but a namespace still maps: a tenant must never point
             // outside its own namespaces.

@@ -43,6 +43,13 @@ pub trait Published: Sync {
         false
     }
 
+    /// Whether the tenant holds, at `namespace`/`name`, a copy of a public object of a kind
+    /// approved both ways (a reference to it names the public object unchanged).
+    fn tenant_copy(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        let _ = (group, kind, namespace, name);
+        false
+    }
+
     /// Whether `namespace` holds a published object (its name is shown to tenants as is).
     fn public_namespace(&self, namespace: &str) -> bool {
         let _ = namespace;
@@ -575,6 +582,32 @@ impl<'a> Guard<'a> {
             .and_then(|(group, kind)| self.policy.resource(group, kind));
         if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
             return self.public_reference(r, namespace, name, &ns_path, &name_path);
+        }
+        if let Some((group, kind)) = target.filter(|(g, k)| self.policy.both_ways(g, k)) {
+            // A kind approved both ways: the tenant's own object, or (live) a public object
+            // the tenant holds a copy of, named unchanged.
+            let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
+            let own = (namespace.is_empty() || self.names.in_tenant_space(namespace))
+                && (!own_scope || name.is_empty() || self.names.in_tenant_space(name));
+            let public_ns = match self.policy.resource_in(group, kind, Direction::FromSuper) {
+                Some(r) if r.scope == Scope::Cluster => "",
+                _ => namespace,
+            };
+            let public = !name.is_empty()
+                && self.published.is_some_and(|p| {
+                    p.tenant_copy(group, kind, public_ns, name)
+                        && p.published(group, kind, public_ns, name)
+                });
+            if !own && !public {
+                return Err(self.refuse(format!(
+                    "{name_path}: {:?} names neither one of tenant {}'s {kind} objects nor a public {kind} it holds a copy of",
+                    slash(namespace, name),
+                    self.names.tenant()
+                )));
+            }
+            if public {
+                return Ok(());
+            }
         }
         if !namespace.is_empty() {
             self.tenant_namespace(namespace, &ns_path)?;

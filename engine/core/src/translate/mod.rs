@@ -212,11 +212,12 @@ impl<'a> Translator<'a> {
         self
     }
 
-    /// The approved rule for an object, or why there is none.
-    pub fn resource(&self, obj: &Map<String, Value>) -> Result<&'a Resource> {
+    /// The approved rule for an object, or why there is none. For a kind approved both ways,
+    /// the rule of `direction`.
+    pub fn resource(&self, obj: &Map<String, Value>, direction: Direction) -> Result<&'a Resource> {
         let (api_version, kind) = type_of(obj)?;
         let (group, version) = crate::schema::load::split_api_version(api_version);
-        match self.policy.resource(group, kind) {
+        match self.policy.resource_in(group, kind, direction) {
             Some(r) if r.version() == version => Ok(r),
             Some(r) => Err(Refusal::new(
                 Reason::NotApproved,
@@ -288,7 +289,18 @@ impl<'a> Translator<'a> {
                 "the document is not an object",
             ));
         };
-        let resource = self.resource(&out)?;
+        let resource = self.resource(&out, Direction::ToSuper)?;
+        if metadata::labels(&out)
+            .get(LABEL_FROM_SUPER)
+            .map(String::as_str)
+            == Some("true")
+        {
+            // Never a loop: what ferry copied into the tenant never goes back down.
+            return Err(Refusal::new(
+                Reason::NotSelected,
+                format!("the object is a read-only copy from the super cluster ({LABEL_FROM_SUPER}=true); it never goes down"),
+            ));
+        }
         if resource.direction == Direction::FromSuper {
             return Err(Refusal::new(
                 Reason::NotApproved,
@@ -320,6 +332,7 @@ impl<'a> Translator<'a> {
             explain.then_some(&mut changes),
             Some(&mut references),
         )
+        .with_published(self.published)
         .apply(&resource.plan.root, &mut object, &Path::Root)?;
         Ok((
             resource,
@@ -341,7 +354,14 @@ impl<'a> Translator<'a> {
                 "the document is not an object",
             ));
         };
-        let resource = self.resource(input)?;
+        // A super object carrying ferry's tenant label is a tenant's copy (its status flows
+        // up); any other is the platform's (copied into tenants if it is public).
+        let direction = if metadata::labels(input).contains_key(LABEL_TENANT) {
+            Direction::ToSuper
+        } else {
+            Direction::FromSuper
+        };
+        let resource = self.resource(input, direction)?;
         let mut names = names.clone();
         let mut changes = Vec::new();
         let mut object = match resource.direction {
