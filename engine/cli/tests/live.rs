@@ -1494,6 +1494,114 @@ async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
     env.finish(ferry).await
 }
 
+/// One kind both ways: the platform's shared Gateway is copied into the tenant, the tenant's
+/// own Gateway goes down, and a route attaches to each — the shared one unchanged.
+async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "both-ways").await?;
+    let ferry = env.ferry(&["team-a"]).await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    // The platform's namespace, and the tenant namespace of the same name its copy lands in.
+    let platform = unique("platform-gw");
+    for client in [&s, &a] {
+        create(
+            client,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": platform}}),
+        )
+        .await?;
+    }
+    env.cleanup.push((a.clone(), platform.clone()));
+    let class = unique("shared");
+    create(
+        &s,
+        json!({
+            "apiVersion": GW, "kind": "GatewayClass",
+            "metadata": {"name": class, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
+            "spec": {"controllerName": "example.com/gateway"},
+        }),
+    )
+    .await?;
+    let listener = json!([{"name": "http", "port": 80, "protocol": "HTTP"}]);
+    create(&s, json!({
+        "apiVersion": GW, "kind": "Gateway",
+        "metadata": {"name": "shared", "namespace": platform, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
+        "spec": {"gatewayClassName": class, "listeners": listener},
+    })).await?;
+    let copy = until(
+        &a,
+        GW,
+        "Gateway",
+        &platform,
+        "shared",
+        "the shared Gateway copied into the tenant",
+        |_| true,
+    )
+    .await?;
+    ensure!(
+        copy["metadata"]["labels"]["ferry.dev/from-super"] == "true",
+        "{copy:#}"
+    );
+    let infra = env.namespace("team-a", "infra").await?;
+    let shop = env.namespace("team-a", "shop").await?;
+    create(
+        &a,
+        json!({
+            "apiVersion": GW, "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": infra},
+            "spec": {"gatewayClassName": class, "listeners": listener},
+        }),
+    )
+    .await?;
+    create(&a, json!({
+        "apiVersion": GW, "kind": "HTTPRoute",
+        "metadata": {"name": "shop", "namespace": shop},
+        "spec": {"parentRefs": [{"name": "shared", "namespace": platform}, {"name": "edge", "namespace": infra}]},
+    })).await?;
+    until(
+        &s,
+        GW,
+        "Gateway",
+        &format!("team-a-{infra}"),
+        "edge",
+        "the tenant's own Gateway goes down",
+        |_| true,
+    )
+    .await?;
+    let route = until(
+        &s,
+        GW,
+        "HTTPRoute",
+        &format!("team-a-{shop}"),
+        "shop",
+        "the route's copy",
+        |_| true,
+    )
+    .await?;
+    ensure!(
+        route["spec"]["parentRefs"][0]["namespace"] == platform.as_str()
+            && route["spec"]["parentRefs"][1]["namespace"] == format!("team-a-{infra}").as_str(),
+        "the shared parent unchanged, the own one mapped: {route:#}"
+    );
+    ensure!(
+        get(&s, GW, "Gateway", &format!("team-a-{platform}"), "shared")
+            .await?
+            .is_none(),
+        "a copy from the super cluster never goes back down"
+    );
+    delete(&s, GW, "Gateway", &platform, "shared").await?;
+    until_gone(
+        &a,
+        GW,
+        "Gateway",
+        &platform,
+        "shared",
+        "the copy goes with the public Gateway",
+    )
+    .await?;
+    delete(&s, GW, "GatewayClass", "", &class).await?;
+    delete(&s, "v1", "Namespace", "", &platform).await?;
+    env.finish(ferry).await
+}
+
 /// A kind approved before its CRD exists: reported, retried, and synced once served.
 async fn kind_served_later(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "served-later").await?;
@@ -1629,4 +1737,5 @@ scenarios!(
     unpublished_references_refused,
     to_tenant_writes_refused,
     gateway_api_stays_in_tenant,
+    shared_gateway_both_ways,
 );
