@@ -1097,19 +1097,30 @@ async fn tenant_hot_added(identity: Identity) -> Result<()> {
 /// A policy that refuses in every way a live tenant can meet: a transform that fails on
 /// `spec.version: "13"`, references to kinds it does not approve, and a selector.
 fn refusing_policy(dir: &Path) -> Result<PathBuf> {
-    use sha2::{Digest, Sha256};
     let script = "def to_super(obj, ctx):\n    if obj[\"spec\"].get(\"version\") == \"13\":\n        fail(\"spec.version: 13 is end of life, expected 14 or later\")\n    return obj\n";
-    std::fs::write(dir.join("picky.star"), script)?;
+    database_policy(
+        dir,
+        "picky",
+        script,
+        "    selector:\n      matchExpressions: [{key: skip, operator: DoesNotExist}]\n",
+    )
+}
+
+/// A policy approving only Database, with the pinned transform `name` (`script`, written
+/// beside it) and `extra` lines for its entry.
+fn database_policy(dir: &Path, name: &str, script: &str, extra: &str) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    std::fs::write(dir.join(format!("{name}.star")), script)?;
     let pin: String = Sha256::digest(script.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
     let schema = ferry_testkit::root().join("schemas/databases.example.com.yaml");
     let policy = format!(
-        "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: refusals}}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Database\n    direction: toSuper\n    schema: {}\n    transforms: [picky]\n    selector:\n      matchExpressions: [{{key: skip, operator: DoesNotExist}}]\n  transforms:\n  - name: picky\n    file: picky.star\n    sha256: {pin}\n",
+        "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: {name}}}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Database\n    direction: toSuper\n    schema: {}\n    transforms: [{name}]\n{extra}  transforms:\n  - name: {name}\n    file: {name}.star\n    sha256: {pin}\n",
         schema.display()
     );
-    let path = dir.join("refusals.yaml");
+    let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, policy)?;
     Ok(path)
 }
@@ -1253,21 +1264,8 @@ async fn unpublished_references_refused(identity: Identity) -> Result<()> {
 
 /// A policy whose `to_tenant` writes the tenant's spec: the guard refuses what flows up.
 fn leaky_policy(dir: &Path) -> Result<PathBuf> {
-    use sha2::{Digest, Sha256};
     let script = "def to_super(obj, ctx):\n    return obj\n\ndef to_tenant(obj, ctx):\n    obj[\"spec\"] = {\"tier\": \"large\"}\n    return obj\n";
-    std::fs::write(dir.join("leaky.star"), script)?;
-    let pin: String = Sha256::digest(script.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let schema = ferry_testkit::root().join("schemas/databases.example.com.yaml");
-    let policy = format!(
-        "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: leaky}}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Database\n    direction: toSuper\n    schema: {}\n    transforms: [leaky]\n  transforms:\n  - name: leaky\n    file: leaky.star\n    sha256: {pin}\n",
-        schema.display()
-    );
-    let path = dir.join("leaky.yaml");
-    std::fs::write(&path, policy)?;
-    Ok(path)
+    database_policy(dir, "leaky", script, "")
 }
 
 async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {

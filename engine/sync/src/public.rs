@@ -34,29 +34,46 @@ impl Catalog {
     /// The catalog of `policy`, whose entries' super caches are `caches` (same order), and
     /// `namespaces`, the super namespaces ferry owns.
     pub fn new(policy: &Policy, caches: &[Arc<Cache>], namespaces: Arc<Cache>) -> Self {
-        let kinds = policy
-            .resources
-            .iter()
-            .zip(caches)
-            .filter(|(r, _)| r.direction == Direction::FromSuper)
-            .map(|(r, c)| {
-                (
-                    r.group_kind.group.clone(),
-                    r.group_kind.kind.clone(),
-                    c.clone(),
-                )
-            })
-            .collect();
-        Self { kinds, namespaces }
+        Self {
+            kinds: public_caches(policy, caches),
+            namespaces,
+        }
     }
+}
+
+/// The caches (one per policy entry, in `caches`) of the fromSuper entries, by group and kind.
+fn public_caches(policy: &Policy, caches: &[Arc<Cache>]) -> Vec<(String, String, Arc<Cache>)> {
+    policy
+        .resources
+        .iter()
+        .zip(caches)
+        .filter(|(r, _)| r.direction == Direction::FromSuper)
+        .map(|(r, c)| {
+            (
+                r.group_kind.group.clone(),
+                r.group_kind.kind.clone(),
+                c.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Whether the cache of `group`/`kind` among `kinds` holds `namespace`/`name`.
+fn holds(
+    kinds: &[(String, String, Arc<Cache>)],
+    (group, kind): (&str, &str),
+    namespace: &str,
+    name: &str,
+) -> bool {
+    kinds
+        .iter()
+        .find(|(g, k, _)| g == group && k == kind)
+        .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
 }
 
 impl Published for Catalog {
     fn published(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
-        self.kinds
-            .iter()
-            .find(|(g, k, _)| g == group && k == kind)
-            .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+        holds(&self.kinds, (group, kind), namespace, name)
     }
 
     fn super_namespace(&self, namespace: &str) -> bool {
@@ -82,20 +99,10 @@ pub struct TenantView {
 impl TenantView {
     /// The view of a tenant whose caches (one per policy entry) are `caches`.
     pub fn new(catalog: Arc<Catalog>, policy: &Policy, caches: &[Arc<Cache>]) -> Self {
-        let copies = policy
-            .resources
-            .iter()
-            .zip(caches)
-            .filter(|(r, _)| r.direction == Direction::FromSuper)
-            .map(|(r, c)| {
-                (
-                    r.group_kind.group.clone(),
-                    r.group_kind.kind.clone(),
-                    c.clone(),
-                )
-            })
-            .collect();
-        Self { catalog, copies }
+        Self {
+            catalog,
+            copies: public_caches(policy, caches),
+        }
     }
 }
 
@@ -114,10 +121,7 @@ impl Published for TenantView {
 
     fn tenant_copy(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
         // The tenant caches of fromSuper kinds hold only ferry's copies.
-        self.copies
-            .iter()
-            .find(|(g, k, _)| g == group && k == kind)
-            .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+        holds(&self.copies, (group, kind), namespace, name)
     }
 }
 

@@ -577,10 +577,6 @@ impl<'a> Reconciler<'a> {
         object: &Value,
         super_ns: &str,
     ) -> Result<Option<Outcome>> {
-        let mine = |ns: &Value| {
-            label(ns, LABEL_TENANT) == Some(&*self.tenant.name)
-                && annotation(ns, ANN_TENANT_NAMESPACE) == Some(key.namespace.as_str())
-        };
         let found = match self.shared.namespaces.get("", super_ns) {
             Some(ns) => Some(ns),
             None => self
@@ -591,7 +587,7 @@ impl<'a> Reconciler<'a> {
                 .map(Arc::new),
         };
         match found {
-            Some(ns) if mine(&ns) => {
+            Some(ns) if self.owns_super_namespace(&ns, &key.namespace) => {
                 if deleting(&ns) {
                     return Ok(Some(Outcome::again(WAIT_FOR_DELETION)));
                 }
@@ -839,6 +835,12 @@ impl<'a> Reconciler<'a> {
     }
 
     /// A tenant namespace: when it is gone, its super namespace (and so every copy in it) goes.
+    /// Whether super namespace `ns` is this tenant's, made for its namespace `tenant_ns`.
+    fn owns_super_namespace(&self, ns: &Value, tenant_ns: &str) -> bool {
+        label(ns, LABEL_TENANT) == Some(&*self.tenant.name)
+            && annotation(ns, ANN_TENANT_NAMESPACE) == Some(tenant_ns)
+    }
+
     /// Brings the labels a super namespace copies from its tenant namespace up to date.
     async fn sync_namespace_labels(&self, tenant_ns: &str, super_ns: &Value) -> Result<bool> {
         let desired =
@@ -857,34 +859,22 @@ impl<'a> Reconciler<'a> {
     }
 
     async fn namespace(&self, key: &Key) -> Result<Outcome> {
-        if self.tenant_namespace_alive(&key.name) {
-            // Alive: its super namespace (if ferry made one) follows its labels.
-            let super_ns = self.tenant.names().to_super(&key.name);
-            let Some(found) = self.shared.namespaces.get("", &super_ns) else {
-                return Ok(Outcome::default());
-            };
-            let mine = label(&found, LABEL_TENANT) == Some(&*self.tenant.name)
-                && annotation(&found, ANN_TENANT_NAMESPACE) == Some(key.name.as_str());
-            if !mine || deleting(&found) {
-                return Ok(Outcome::default());
-            }
-            return Ok(Outcome::wrote(
-                self.sync_namespace_labels(&key.name, &found).await?,
-            ));
-        }
-        // Its objects go with it, even before the namespace controller deletes them.
-        for (idx, resource) in self.shared.policy.resources.iter().enumerate() {
-            if resource.direction != Direction::ToSuper || resource.scope != Scope::Namespaced {
-                continue;
-            }
-            for object in self.tenant.caches[idx].values() {
-                if meta_str(&object, "namespace") == Some(key.name.as_str()) {
-                    self.shared.queues.add(Key {
-                        tenant: self.tenant.name.clone(),
-                        kind: Kind::Resource(idx),
-                        namespace: key.name.clone(),
-                        name: meta_str(&object, "name").unwrap_or("").to_string(),
-                    });
+        let alive = self.tenant_namespace_alive(&key.name);
+        if !alive {
+            // Its objects go with it, even before the namespace controller deletes them.
+            for (idx, resource) in self.shared.policy.resources.iter().enumerate() {
+                if resource.direction != Direction::ToSuper || resource.scope != Scope::Namespaced {
+                    continue;
+                }
+                for object in self.tenant.caches[idx].values() {
+                    if meta_str(&object, "namespace") == Some(key.name.as_str()) {
+                        self.shared.queues.add(Key {
+                            tenant: self.tenant.name.clone(),
+                            kind: Kind::Resource(idx),
+                            namespace: key.name.clone(),
+                            name: meta_str(&object, "name").unwrap_or("").to_string(),
+                        });
+                    }
                 }
             }
         }
@@ -892,10 +882,14 @@ impl<'a> Reconciler<'a> {
         let Some(found) = self.shared.namespaces.get("", &super_ns) else {
             return Ok(Outcome::default());
         };
-        let mine = label(&found, LABEL_TENANT) == Some(&*self.tenant.name)
-            && annotation(&found, ANN_TENANT_NAMESPACE) == Some(key.name.as_str());
-        if !mine || deleting(&found) {
+        if !self.owns_super_namespace(&found, &key.name) || deleting(&found) {
             return Ok(Outcome::default());
+        }
+        if alive {
+            // Alive: its super namespace follows its labels.
+            return Ok(Outcome::wrote(
+                self.sync_namespace_labels(&key.name, &found).await?,
+            ));
         }
         self.shared
             .writer

@@ -517,20 +517,11 @@ impl<'a> Guard<'a> {
             Value::Null => return Ok(()),
             Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),
             Value::Object(m) => {
-                let name = match m.get(&rule.name_field) {
-                    None | Some(Value::Null) => "",
-                    Some(Value::String(s)) => s.as_str(),
-                    Some(other) => {
-                        return Err(Refusal::new(
-                            Reason::Invalid,
-                            format!(
-                                "{}: expected a name string, found {}",
-                                path.key(&rule.name_field),
-                                shown(other)
-                            ),
-                        ))
-                    }
-                };
+                let name = optional_str(
+                    m.get(&rule.name_field),
+                    &path.key(&rule.name_field),
+                    "a name",
+                )?;
                 (
                     Some(m),
                     name,
@@ -559,20 +550,11 @@ impl<'a> Guard<'a> {
             _ => None,
         };
         let namespace = match (fields, ns_key) {
-            (Some(fields), Some(key)) => match fields.get(key) {
-                None | Some(Value::Null) => "",
-                Some(Value::String(s)) => s.as_str(),
-                Some(other) => {
-                    return Err(Refusal::new(
-                        Reason::Invalid,
-                        format!(
-                            "{}: expected a namespace string, found {}",
-                            ns_path.as_ref().unwrap_or(path),
-                            shown(other)
-                        ),
-                    ))
-                }
-            },
+            (Some(fields), Some(key)) => optional_str(
+                fields.get(key),
+                ns_path.as_ref().unwrap_or(path),
+                "a namespace",
+            )?,
             _ => "",
         };
         let ns_path = ns_path.unwrap_or(*path);
@@ -851,6 +833,18 @@ fn string_map<'m>(
                 "metadata.{field}: expected an object, found {}",
                 shown(other)
             ),
+        )),
+    }
+}
+
+/// The string `value` holds (`""` when it is absent or null); any other value is refused.
+fn optional_str<'v>(value: Option<&'v Value>, path: &Path<'_>, what: &str) -> Result<&'v str> {
+    match value {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(Refusal::new(
+            Reason::Invalid,
+            format!("{path}: expected {what} string, found {}", shown(other)),
         )),
     }
 }
