@@ -111,6 +111,19 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
             policy.resources.push(resource);
         }
     }
+    let both: Vec<bool> = policy
+        .resources
+        .iter()
+        .map(|r| {
+            policy
+                .resources
+                .iter()
+                .any(|o| o.group_kind == r.group_kind && o.direction != r.direction)
+        })
+        .collect();
+    for (r, both) in policy.resources.iter_mut().zip(both) {
+        r.both_ways = both;
+    }
     Ok(policy)
 }
 
@@ -438,6 +451,7 @@ fn load_resource(
         transforms,
         dependency: entry.dependency,
         selector,
+        both_ways: false,
         at: p.positions.at(&format!("spec.resources[{i}]")),
     })
 }

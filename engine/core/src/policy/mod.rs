@@ -136,6 +136,8 @@ pub struct Resource {
     pub dependency: bool,
     /// Which objects of the kind cross.
     pub selector: Option<LabelSelector>,
+    /// The kind is approved both ways (this entry and another of the other direction).
+    pub both_ways: bool,
     /// Where the entry is written.
     pub at: Location,
 }
@@ -183,7 +185,8 @@ impl Policy {
         let mut found = self
             .resources
             .iter()
-            .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind);
+            // Kinds differ more often than groups: compare them first.
+            .filter(|r| r.group_kind.kind == kind && r.group_kind.group == group);
         let first = found.next()?;
         if first.direction == direction {
             return Some(first);
@@ -194,10 +197,6 @@ impl Policy {
     /// Whether `group`/`kind` is approved both toSuper and fromSuper (a tenant's own objects
     /// go down, the platform's public ones come up).
     pub fn both_ways(&self, group: &str, kind: &str) -> bool {
-        self.resources
-            .iter()
-            .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind)
-            .count()
-            > 1
+        self.resource(group, kind).is_some_and(|r| r.both_ways)
     }
 }

@@ -570,7 +570,7 @@ impl<'a> Fields<'a> {
         // A kind approved both ways: the tenant's own object, unless the tenant object it
         // names is a copy of a public one (known live), which it then names unchanged.
         let copy_of_public = self.way == Way::Down
-            && self.policy.both_ways(group, kind)
+            && approved.is_some_and(|r| r.both_ways)
             && self.public_copy_named(group, kind, fields, ns_key, name, annotated, name_path);
         let (rename, map_namespace) = match approved {
             // A fromSuper target is the shared public object: the reference passes unchanged.

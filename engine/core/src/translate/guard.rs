@@ -565,7 +565,7 @@ impl<'a> Guard<'a> {
         if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
             return self.public_reference(r, namespace, name, &ns_path, &name_path);
         }
-        if let Some((group, kind)) = target.filter(|(g, k)| self.policy.both_ways(g, k)) {
+        if let Some((group, kind)) = target.filter(|_| approved.is_some_and(|r| r.both_ways)) {
             // A kind approved both ways: the tenant's own object, or (live) a public object
             // the tenant holds a copy of, named unchanged.
             let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
