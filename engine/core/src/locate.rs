@@ -160,10 +160,12 @@ impl Positions {
             line: *line,
             column: *column,
         };
-        Some((
-            at,
-            format!("duplicate key {path} (each key may appear once)"),
-        ))
+        let message = if path == "<<" || path.ends_with(".<<") {
+            format!("merge key {path}: YAML 1.1 merge keys are not supported (kubectl would merge, ferry would not); write the fields out")
+        } else {
+            format!("duplicate key {path} (each key may appear once)")
+        };
+        Some((at, message))
     }
 
     /// Moves every position down by `lines`, for a document that starts further into its file.
@@ -255,7 +257,9 @@ impl MarkedEventReceiver for Walker {
                         } else {
                             format!("{path}.{value}")
                         };
-                        if !seen.insert(value.clone()) && self.duplicate.is_none() {
+                        if (!seen.insert(value.clone()) || value == "<<")
+                            && self.duplicate.is_none()
+                        {
                             self.duplicate = Some((full.clone(), pos));
                         }
                         // A key's own position is where an "unknown field" points.

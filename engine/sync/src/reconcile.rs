@@ -115,8 +115,10 @@ impl<'a> Reconciler<'a> {
             &self.shared.policy,
             &self.tenant.caches,
         );
-        // The tenant's namespaces go only to transforms that ask for them, and to free text.
-        let namespaces: Vec<String> = if resource.plan.has_text
+        // The tenant's namespaces go up (redactions never take one of their names, free text
+        // is unmapped with them) and to transforms that ask for them.
+        let namespaces: Vec<String> = if !down
+            || resource.plan.has_text
             || resource
                 .transforms
                 .iter()

@@ -519,14 +519,18 @@ impl Compiler<'_> {
                 continue;
             }
             need_shape(key, &[Shape::Object])?;
+            // A LabelSelector has matchLabels or matchExpressions and nothing else (another
+            // field, such as ServiceMonitor's matchNames, would select beside the scope).
             let is_selector = properties_of(schema).is_some_and(|p| {
-                p.contains_key("matchLabels") || p.contains_key("matchExpressions")
+                (p.contains_key("matchLabels") || p.contains_key("matchExpressions"))
+                    && p.keys()
+                        .all(|k| k == "matchLabels" || k == "matchExpressions")
             });
             if !is_selector {
                 return Err(self.annotation_error(
                     &format!("{yaml_path}.{key}"),
                     field,
-                    format!("{key} expects a LabelSelector (an object with matchLabels or matchExpressions); this field has neither, so scoping it would add a matchLabels the schema does not have"),
+                    format!("{key} expects a LabelSelector (an object with matchLabels or matchExpressions and no other field); scoping anything else would leave it selecting beside the tenant's scope, or add a matchLabels the schema does not have"),
                 ));
             }
             node.rules.push(Annotated {

@@ -135,6 +135,8 @@ impl RefRule {
         let field = |key: &Option<String>| -> Option<&'s serde_json::Value> {
             fields?.get(key.as_deref()?)
         };
+        // A null field is an absent one: the API server prunes it and applies the default.
+        let field = |key: &Option<String>| field(key).filter(|v| !v.is_null());
         let kind = match field(&self.kind_field) {
             Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.as_str()),
             None => self.kind_default.as_deref().or(self.kind.as_deref()),

@@ -22,14 +22,6 @@ pub enum Way {
 /// The label every namespace carries with its own name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// What a tenant sees in place of a namespace that is not its own: distinct values stay
-/// distinct (a list keyed by namespace keeps its keys unique), and nothing of the name shows.
-pub fn redacted(tenant: &str, namespace: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{tenant}/{namespace}").as_bytes());
-    format!("redacted-{}", crate::naming::hex(&digest[..4]))
-}
-
 /// One pass over an object.
 pub struct Fields<'a> {
     policy: &'a Policy,
@@ -39,6 +31,8 @@ pub struct Fields<'a> {
     references: Option<&'a mut Vec<Reference>>,
     published: Option<&'a dyn Published>,
     namespaces: &'a [String],
+    /// Namespaces redacted so far, in order: the n-th is shown as `redacted-<n>`.
+    redacted: Vec<(String, String)>,
 }
 
 /// What to rewrite in a reference.
@@ -64,7 +58,32 @@ impl<'a> Fields<'a> {
             references,
             published: None,
             namespaces: &[],
+            redacted: Vec::new(),
         }
+    }
+
+    /// What a tenant sees in place of a namespace that is not its own: `redacted-<n>`, numbered
+    /// by first appearance in the object, so distinct values stay distinct (a list keyed by
+    /// namespace keeps its keys unique), nothing of the name shows or can be confirmed by
+    /// guessing, the value is still a valid namespace name (schemas constrain such fields),
+    /// and none of the tenant's own namespaces is taken. The same object gives the same
+    /// values, so nothing is rewritten when nothing changed.
+    fn redact(&mut self, namespace: &str) -> String {
+        if let Some((_, shown)) = self.redacted.iter().find(|(ns, _)| ns == namespace) {
+            return shown.clone();
+        }
+        let mut n = self.redacted.len() + 1;
+        let shown = loop {
+            let candidate = format!("redacted-{n}");
+            let taken = self.namespaces.contains(&candidate)
+                || self.redacted.iter().any(|(_, s)| *s == candidate);
+            if !taken {
+                break candidate;
+            }
+            n += 1;
+        };
+        self.redacted.push((namespace.to_string(), shown.clone()));
+        shown
     }
 
     /// Up, the tenant's namespaces, whose super names free text may carry.
@@ -256,7 +275,7 @@ impl<'a> Fields<'a> {
             {
                 Some(tenant_ns) => Some(tenant_ns),
                 None if self.published.is_some_and(|p| p.public_namespace(&ns)) => None,
-                None => Some(redacted(self.names.tenant().as_str(), &ns)),
+                None => Some(self.redact(&ns)),
             },
         };
         if let Some(mapped) = mapped {
@@ -305,7 +324,9 @@ impl<'a> Fields<'a> {
                 let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else {
                     return Ok(());
                 };
-                if labels.get(LABEL_TENANT).and_then(Value::as_str) == Some(tenant.as_str()) {
+                // ferry's scope never shows in a tenant, whoever's it is (a public object's
+                // selector may scope to another tenant).
+                if labels.contains_key(LABEL_TENANT) {
                     let before = labels.remove(LABEL_TENANT);
                     if labels.is_empty() {
                         selector.remove("matchLabels");
@@ -344,7 +365,8 @@ impl<'a> Fields<'a> {
             match tenant_name {
                 Some(ns) => out.push_str(ns),
                 None if self.published.is_some_and(|p| p.super_namespace(word)) => {
-                    out.push_str(&redacted(self.names.tenant().as_str(), word))
+                    let shown = self.redact(word);
+                    out.push_str(&shown)
                 }
                 None => out.push_str(word),
             }
@@ -596,6 +618,9 @@ impl<'a> Fields<'a> {
                 ));
             }
         };
+        // Up, every namespace a reference holds is namespace-bearing: the tenant's unmapped,
+        // a published object's kept (live), any other redacted.
+        let map_namespace = map_namespace || self.way == Way::Up;
         let mut renamed = None;
         if rename {
             let new_name = match self.way {

@@ -384,7 +384,21 @@ impl<'a> Translator<'a> {
                         ));
                     }
                 }
-                Value::Object(metadata::from_super(input, explain.then_some(&mut changes)))
+                let mut copy =
+                    Value::Object(metadata::from_super(input, explain.then_some(&mut changes)));
+                // What a public object says about namespaces is translated up like any
+                // object's: the tenant's own unmapped, everyone else's redacted.
+                fields::Fields::new(
+                    self.policy,
+                    &names,
+                    fields::Way::Up,
+                    explain.then_some(&mut changes),
+                    None,
+                )
+                .with_published(self.published)
+                .with_namespaces(self.namespaces)
+                .apply(&resource.plan.root, &mut copy, &Path::Root)?;
+                copy
             }
             Direction::ToSuper => {
                 let mut fragment =
