@@ -179,16 +179,35 @@ fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
         return Some(field);
     }
     if ty(schema) == Some("string") && looks_like_ns {
-        if vault || description.contains("vault") {
-            field.comment = Some(
-                "suggestion: x-ferry-namespace: true, only if it holds a Kubernetes namespace (this looks like a Vault namespace, which is not one)".into(),
-            );
+        // Certain only when the schema says it is a Kubernetes namespace: secret stores
+        // (Vault, Akeyless) have "namespaces" of their own.
+        if vault || !description.contains("kubernetes") {
+            field.comment = Some(if vault || description.contains("vault") {
+                "suggestion: x-ferry-namespace: true, only if it holds a Kubernetes namespace (this looks like a Vault namespace, which is not one)".into()
+            } else {
+                "suggestion: x-ferry-namespace: true, if it holds a Kubernetes namespace (its description does not say so)".into()
+            });
         } else {
             field
                 .annotations
                 .push(("x-ferry-namespace".into(), "true".into()));
-            field.comment = Some("a namespace: mapped to the tenant's super namespace".into());
+            field.comment =
+                Some("a Kubernetes namespace: mapped to the tenant's super namespace".into());
         }
+        return Some(field);
+    }
+    let items_are_strings = schema.get("items").and_then(ty) == Some("string");
+    if ty(schema) == Some("array")
+        && items_are_strings
+        && name.to_ascii_lowercase().ends_with("namespaces")
+    {
+        field.comment = Some(
+            "suggestion: x-ferry-namespace: true on items, if they hold Kubernetes namespaces (a wildcard such as \"*\" would then be refused)".into(),
+        );
+        field.items = Some(Box::new(Field {
+            ty: Some("string".into()),
+            ..Field::default()
+        }));
         return Some(field);
     }
     if is_selector {
@@ -382,7 +401,7 @@ status: {{acceptedNames: {{}}}}
     #[test]
     fn annotates_only_what_is_certain_and_suggests_the_rest() {
         let out = skeleton(&crd(
-            "{targetNamespace: {type: string}, secretRef: {type: object, properties: {name: {type: string}}}, podSelector: {type: object, properties: {matchLabels: {type: object}}}, engine: {type: string}, commonName: {type: string}, vault: {type: object, properties: {namespace: {type: string}}}, parentRefs: {type: array, items: {type: object, properties: {group: {type: string, default: gateway.networking.k8s.io}, kind: {type: string, default: Gateway}, name: {type: string}, namespace: {type: string}, sectionName: {type: string}}}}}",
+            "{targetNamespace: {type: string, description: 'The Kubernetes namespace to restore into.'}, allowedNamespaces: {type: array, items: {type: string}}, secretRef: {type: object, properties: {name: {type: string}}}, podSelector: {type: object, properties: {matchLabels: {type: object}}}, engine: {type: string}, commonName: {type: string}, vault: {type: object, properties: {namespace: {type: string}}}, parentRefs: {type: array, items: {type: object, properties: {group: {type: string, default: gateway.networking.k8s.io}, kind: {type: string, default: Gateway}, name: {type: string}, namespace: {type: string}, sectionName: {type: string}}}}}",
         ))
         .unwrap();
         assert!(out.contains("x-ferry-namespace: true"), "{out}");
@@ -404,6 +423,10 @@ status: {{acceptedNames: {{}}}}
             "{out}"
         );
         assert!(out.contains("Vault namespace"), "{out}");
+        assert!(
+            out.contains("# suggestion: x-ferry-namespace: true on items"),
+            "{out}"
+        );
         // Sparse: nothing that ferry does not touch.
         for absent in [
             "engine",
