@@ -16,18 +16,17 @@
 
 use serde_json::{Map, Number, Value};
 
-use super::fields::NAMESPACE_NAME_LABEL;
 use super::path::Path;
 use super::{
-    Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID,
-    LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
+    Reason, Refusal, Result, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_TENANT,
+    RESERVED_PREFIX,
 };
 use crate::naming::{
-    dns_label_problem, dns_subdomain_problem, is_map_of, is_system_namespace, label_value_problem,
+    dns_label_problem, dns_subdomain_problem, is_map_of, label_value_problem,
     qualified_name_problem, NameMap,
 };
 use crate::policy::{Direction, Policy, Resource, Scope};
-use crate::schema::{Node, RefRule, Rule};
+use crate::schema::{Node, Rule};
 
 /// What the super cluster publishes to tenants (the objects of fromSuper kinds that their
 /// selector selects), so that a reference to a public kind can be checked live.
@@ -335,28 +334,6 @@ impl<'a> Guard<'a> {
         Ok(())
     }
 
-    /// The `matchLabels` of a scoped selector: its values are strings, and the only
-    /// ferry.dev/ key is the tenant label (checked by [`Guard::selector`]).
-    fn walk_scoped_labels(&self, value: &Value, path: &Path<'_>) -> Result<()> {
-        if let Value::Object(labels) = value {
-            for (k, v) in labels {
-                if k.starts_with(RESERVED_PREFIX) && k != LABEL_TENANT {
-                    return Err(self.refuse(format!(
-                        "{}: keys under ferry.dev/ are ferry's",
-                        path.key(k)
-                    )));
-                }
-                if !v.is_string() {
-                    return Err(self.refuse(format!(
-                        "{}: expected a label value string, found {v}",
-                        path.key(k)
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// A list where the schema declares a list, an object where it declares an object: a
     /// value of the wrong shape would slip past the rules below it.
     fn shape(&self, node: &Node, value: &Value, path: &Path<'_>) -> Result<()> {
@@ -416,347 +393,6 @@ impl<'a> Guard<'a> {
             self.names.tenant()
         )))
     }
-
-    /// A scoped LabelSelector: it still selects only this tenant's objects.
-    fn selector(&self, value: &Value, path: &Path<'_>) -> Result<()> {
-        let selector = match value {
-            Value::Null => return Ok(()),
-            Value::Object(m) => m,
-            other => {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!(
-                        "{path}: expected a LabelSelector object, found {}",
-                        shown(other)
-                    ),
-                ))
-            }
-        };
-        let tenant = self.names.tenant().as_str();
-        let found = selector
-            .get("matchLabels")
-            .and_then(|m| m.get(LABEL_TENANT))
-            .and_then(Value::as_str);
-        if found != Some(tenant) {
-            return Err(self.refuse(format!(
-                "{path}.matchLabels[{LABEL_TENANT:?}]: expected {tenant:?}, found {} (a scoped selector must select only the tenant's objects)",
-                found.map_or("nothing".to_string(), |f| format!("{f:?}"))
-            )));
-        }
-        Ok(())
-    }
-
-    /// A selector of namespaces names only this tenant's namespaces.
-    fn selected_namespaces(&self, value: &Value, path: &Path<'_>) -> Result<()> {
-        let labels_path = path.key("matchLabels");
-        if let Some(v) = value
-            .get("matchLabels")
-            .and_then(|m| m.get(NAMESPACE_NAME_LABEL))
-        {
-            self.namespace(v, &labels_path.key(NAMESPACE_NAME_LABEL))?;
-        }
-        let exprs_path = path.key("matchExpressions");
-        match value.get("matchExpressions") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(exprs)) => {
-                for (i, expr) in exprs.iter().enumerate() {
-                    if expr.get("key").and_then(Value::as_str) != Some(NAMESPACE_NAME_LABEL) {
-                        continue;
-                    }
-                    let expr_path = exprs_path.index(i);
-                    let values_path = expr_path.key("values");
-                    match expr.get("values") {
-                        None | Some(Value::Null) => {}
-                        Some(Value::Array(values)) => {
-                            for (j, v) in values.iter().enumerate() {
-                                self.namespace(v, &values_path.index(j))?;
-                            }
-                        }
-                        Some(other) => {
-                            return Err(Refusal::new(
-                                Reason::Invalid,
-                                format!("{values_path}: expected a list, found {}", shown(other)),
-                            ))
-                        }
-                    }
-                }
-            }
-            Some(other) => {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("{exprs_path}: expected a list, found {}", shown(other)),
-                ))
-            }
-        }
-        Ok(())
-    }
-
-    /// A reference after translation: its namespace is the tenant's (or, for a public
-    /// target, a published object's), a renamed name is the tenant's, its kind is approved.
-    fn reference(
-        &mut self,
-        rule: &RefRule,
-        value: &Value,
-        parent: Option<&Map<String, Value>>,
-        path: &Path<'_>,
-    ) -> Result<()> {
-        let declared = match (rule.on_string, rule.on_object) {
-            (true, _) => Some("a name string"),
-            (_, true) => Some("a reference object"),
-            _ => None,
-        };
-        if let Some(expected) =
-            declared.filter(|_| value.is_string() != rule.on_string && !value.is_null())
-        {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!("{path}: expected {expected}, found {}", shown(value)),
-            ));
-        }
-        let (fields, name, ns_key, name_path) = match value {
-            Value::Null => return Ok(()),
-            Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),
-            Value::Object(m) => {
-                let name = optional_str(
-                    m.get(&rule.name_field),
-                    &path.key(&rule.name_field),
-                    "a name",
-                )?;
-                (
-                    Some(m),
-                    name,
-                    rule.namespace_key(true),
-                    Some(&rule.name_field),
-                )
-            }
-            other => {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!(
-                        "{path}: expected a reference (a name or an object), found {}",
-                        shown(other)
-                    ),
-                ))
-            }
-        };
-        let name_path = match name_path {
-            Some(key) => path.key(key),
-            None => *path,
-        };
-        let parent_path = path.parent();
-        let ns_path = match (value, ns_key) {
-            (Value::Object(_), Some(key)) => Some(path.key(key)),
-            (_, Some(key)) => Some(parent_path.key(key)),
-            _ => None,
-        };
-        let namespace = match (fields, ns_key) {
-            (Some(fields), Some(key)) => optional_str(
-                fields.get(key),
-                ns_path.as_ref().unwrap_or(path),
-                "a namespace",
-            )?,
-            _ => "",
-        };
-        let ns_path = ns_path.unwrap_or(*path);
-        let target = rule.target(fields);
-        let approved = target
-            .as_ref()
-            .and_then(|(group, kind)| self.policy.resource(group, kind));
-        if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
-            return self.public_reference(r, namespace, name, &ns_path, &name_path);
-        }
-        if let Some((group, kind)) = target.filter(|_| approved.is_some_and(|r| r.both_ways)) {
-            // A kind approved both ways: the tenant's own object, or (live) a public object
-            // the tenant holds a copy of, named unchanged.
-            let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
-            let own = (namespace.is_empty() || self.names.in_tenant_space(namespace))
-                && (!own_scope || name.is_empty() || self.names.in_tenant_space(name));
-            let public_ns = match self.policy.resource_in(group, kind, Direction::FromSuper) {
-                Some(r) if r.scope == Scope::Cluster => "",
-                _ => namespace,
-            };
-            let public = !name.is_empty()
-                && self.published.is_some_and(|p| {
-                    p.tenant_copy(group, kind, public_ns, name)
-                        && p.published(group, kind, public_ns, name)
-                });
-            if !own && !public {
-                return Err(self.refuse(format!(
-                    "{name_path}: {:?} names neither one of tenant {}'s {kind} objects nor a public {kind} it holds a copy of",
-                    slash(namespace, name),
-                    self.names.tenant()
-                )));
-            }
-            if public {
-                return Ok(());
-            }
-        }
-        if !namespace.is_empty() {
-            self.tenant_namespace(namespace, &ns_path)?;
-        }
-        if name.is_empty() {
-            return Ok(());
-        }
-        if let Some(why) = dns_subdomain_problem(name) {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!("{name_path}: {name:?} is not a valid object name: {why}"),
-            ));
-        }
-        match approved {
-            Some(r) if r.scope == Scope::Cluster && !self.names.in_tenant_space(name) => {
-                Err(self.refuse(format!(
-                    "{name_path}: {name:?} is not one of tenant {}'s {} (cluster-scoped tenant objects are named {}-<name> in the super cluster)",
-                    self.names.tenant(),
-                    r.group_kind,
-                    self.names.tenant()
-                )))
-            }
-            Some(_) => Ok(()),
-            None if rule.passthrough => Ok(()),
-            None => Err(Refusal::new(
-                Reason::UnapprovedReference,
-                match target {
-                    Some((group, kind)) => format!(
-                        "{name_path} refers to {}, a kind the policy does not sync",
-                        if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") }
-                    ),
-                    None => format!("{name_path}: cannot tell which kind it refers to"),
-                },
-            )),
-        }
-    }
-
-    /// A reference to a public (fromSuper) object passes unchanged, so it must name a
-    /// published object: checked live, and offline as far as the name alone allows.
-    fn public_reference(
-        &mut self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        ns_path: &Path<'_>,
-        name_path: &Path<'_>,
-    ) -> Result<()> {
-        if name.is_empty() && namespace.is_empty() {
-            return Ok(());
-        }
-        if !namespace.is_empty() {
-            if let Some(why) = dns_label_problem(namespace) {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("{ns_path}: {namespace:?} is not a namespace name: {why}"),
-                ));
-            }
-            if is_system_namespace(namespace) {
-                return Err(Refusal::new(
-                    Reason::UnapprovedReference,
-                    format!(
-                        "{ns_path}: {namespace:?} is a Kubernetes system namespace; a public {} is never published there",
-                        resource.group_kind
-                    ),
-                ));
-            }
-        }
-        let namespace = match resource.scope {
-            Scope::Namespaced => namespace,
-            Scope::Cluster => "",
-        };
-        match self.published {
-            Some(p) => {
-                let gk = &resource.group_kind;
-                if p.published(&gk.group, &gk.kind, namespace, name) {
-                    Ok(())
-                } else {
-                    Err(Refusal::new(
-                        Reason::UnapprovedReference,
-                        format!(
-                            "{name_path} refers to {} {:?}, which the super cluster does not publish",
-                            resource.group_kind,
-                            slash(namespace, name)
-                        ),
-                    ))
-                }
-            }
-            None => {
-                let Some(unverified) = self.unverified.as_mut() else {
-                    return Ok(());
-                };
-                unverified.push(format!(
-                    "{name_path}: {} {:?} must be published in the super cluster (checked live, not offline)",
-                    resource.group_kind,
-                    slash(namespace, name)
-                ));
-                Ok(())
-            }
-        }
-    }
-
-    /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant
-    /// name and namespace, status and the `x-ferry-owner: super` fields, nothing else.
-    pub fn up(&self, resource: &Resource, object: &Value) -> Result<()> {
-        let Value::Object(top) = object else {
-            return Err(self.refuse("what flows up is not an object".into()));
-        };
-        numbers(object, &Path::Root)?;
-        let root = Path::Root;
-        for (key, value) in top {
-            let path = root.key(key);
-            match key.as_str() {
-                "apiVersion" | "kind" | "status" => {}
-                "metadata" => {
-                    let Value::Object(meta) = value else {
-                        return Err(self.refuse("metadata: expected an object".into()));
-                    };
-                    if let Some(k) = meta
-                        .keys()
-                        .find(|k| !matches!(k.as_str(), "name" | "namespace"))
-                    {
-                        return Err(self.refuse(format!(
-                            "metadata.{k}: only status and x-ferry-owner: super fields flow up into a tenant"
-                        )));
-                    }
-                }
-                _ => owned_only(resource.plan.root.fields.get(key), value, &path)
-                    .map_err(|m| self.refuse(m))?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks a read-only copy of a public object about to be written into a tenant.
-    pub fn public_copy(&self, object: &Value) -> Result<()> {
-        numbers(object, &Path::Root)?;
-        let Some(Value::Object(meta)) = object.get("metadata") else {
-            return Err(self.refuse("metadata: expected an object".into()));
-        };
-        if let Some(key) = meta.keys().find(|k| !DOWN_METADATA.contains(&k.as_str())) {
-            return Err(self.refuse(format!(
-                "metadata.{key}: a public copy carries only name, namespace, labels and annotations"
-            )));
-        }
-        let empty = Map::new();
-        let labels = string_map(meta, "labels")?.unwrap_or(&empty);
-        let annotations = string_map(meta, "annotations")?.unwrap_or(&empty);
-        if labels.get(LABEL_FROM_SUPER).and_then(Value::as_str) != Some("true") {
-            return Err(self.refuse(format!(
-                "metadata.labels[{LABEL_FROM_SUPER:?}]: a public copy is marked \"true\""
-            )));
-        }
-        for (field, keys, allowed) in [
-            ("labels", labels, LABEL_FROM_SUPER),
-            ("annotations", annotations, ANN_SUPER_UID),
-        ] {
-            if let Some(key) = keys
-                .keys()
-                .find(|k| k.starts_with(RESERVED_PREFIX) && *k != allowed)
-            {
-                return Err(self.refuse(format!(
-                    "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
-                )));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Kubernetes (Go) holds numbers as 64-bit integers or floats; with arbitrary precision a
@@ -769,44 +405,6 @@ fn number(n: &Number, path: &Path<'_>) -> Result<()> {
         Reason::Invalid,
         format!("{path}: the number {n} cannot be represented (expected a 64-bit integer or a finite float)"),
     ))
-}
-
-/// Every number in `value`.
-fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
-    match value {
-        Value::Number(n) => number(n, path),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, v)| numbers(v, &path.index(i))),
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| numbers(v, &path.key(k))),
-        _ => Ok(()),
-    }
-}
-
-/// Whether everything in `value` (at `path`, under plan `node`) is an `x-ferry-owner: super`
-/// field or on the way to one; the message says what is not.
-fn owned_only(
-    node: Option<&Node>,
-    value: &Value,
-    path: &Path<'_>,
-) -> std::result::Result<(), String> {
-    let owner = |r: &Rule| matches!(r, Rule::OwnerSuper);
-    match node {
-        Some(n) if n.has(owner) => Ok(()),
-        Some(n) if n.leads_to(&owner) => {
-            let Value::Object(map) = value else {
-                return Err(format!("{path}: only x-ferry-owner: super fields flow up, found {}", shown(value)));
-            };
-            for (k, v) in map {
-                owned_only(n.fields.get(k).or(n.values.as_deref()), v, &path.key(k))?;
-            }
-            Ok(())
-        }
-        _ => Err(format!(
-            "{path}: only status and x-ferry-owner: super fields flow up into a tenant (a transform's to_tenant may not write anything else)"
-        )),
-    }
 }
 
 /// `metadata.<field>` (labels or annotations), once every value is checked to be a string
@@ -869,6 +467,10 @@ fn shown(value: &Value) -> String {
         None => s,
     }
 }
+
+mod reference;
+mod selector;
+mod up;
 
 #[cfg(test)]
 mod tests;

@@ -15,13 +15,13 @@ mod diff;
 mod fields;
 mod guard;
 mod metadata;
+mod outcome;
 mod path;
 
 pub use guard::Published;
 pub use metadata::{super_namespace_labels, ANN_TENANT_LABELS};
+pub use outcome::{Change, Reason, Reference, Refusal, Translated};
 pub use path::Path;
-
-use std::fmt;
 
 use serde_json::{Map, Value};
 
@@ -45,124 +45,6 @@ pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
 pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
 /// The prefix of every key ferry reserves.
 pub const RESERVED_PREFIX: &str = "ferry.dev/";
-
-/// Why a document was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Reason {
-    /// The kind (or this version of it, or this direction) is not approved.
-    NotApproved,
-    /// The object does not match the kind's selector.
-    NotSelected,
-    /// A reference names a kind the policy neither syncs nor lets pass.
-    UnapprovedReference,
-    /// A transform failed, hit a limit, or broke an invariant.
-    TransformFailed,
-    /// The super object belongs to someone else.
-    SyncConflict,
-    /// The object itself is malformed.
-    Invalid,
-}
-
-impl Reason {
-    /// The name used for Events, metrics and stderr.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::NotApproved => "NotApproved",
-            Reason::NotSelected => "NotSelected",
-            Reason::UnapprovedReference => "UnapprovedReference",
-            Reason::TransformFailed => "TransformFailed",
-            Reason::SyncConflict => "SyncConflict",
-            Reason::Invalid => "Invalid",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A refused object: the reason and a one-line explanation.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {message}")]
-pub struct Refusal {
-    /// The short reason.
-    pub reason: Reason,
-    /// What and where (field path, expected and found).
-    pub message: String,
-}
-
-impl Refusal {
-    /// A refusal for `reason`, explained by `message`.
-    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-        }
-    }
-}
-
-/// One field a translation changed, and the rule that changed it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Change {
-    /// The field path (`spec.secretRef.namespace`, `metadata.labels["ferry.dev/tenant"]`).
-    pub path: String,
-    /// The value before, `None` when the field was added.
-    pub before: Option<Value>,
-    /// The value after, `None` when the field was removed.
-    pub after: Option<Value>,
-    /// The rule: an annotation and where it is written, a metadata rule, or a transform.
-    pub rule: String,
-}
-
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |v: &Value| {
-            let s = v.to_string();
-            if s.len() > 100 {
-                format!(
-                    "{}…",
-                    &s[..s.char_indices().nth(97).map_or(s.len(), |(i, _)| i)]
-                )
-            } else {
-                s
-            }
-        };
-        match (&self.before, &self.after) {
-            (None, None) if self.path.is_empty() => return write!(f, "note: {}", self.rule),
-            (Some(b), Some(a)) => write!(f, "{}: {} -> {}", self.path, show(b), show(a))?,
-            (None, Some(a)) => write!(f, "{}: added {}", self.path, show(a))?,
-            (Some(_), None) => write!(f, "{}: removed", self.path)?,
-            (None, None) => write!(f, "{}", self.path)?,
-        }
-        write!(f, "  [{}]", self.rule)
-    }
-}
-
-/// An object another object refers to, found while translating down.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Reference {
-    /// Target group (empty for core).
-    pub group: String,
-    /// Target kind.
-    pub kind: String,
-    /// Target tenant namespace (empty for cluster-scoped or unknown).
-    pub namespace: String,
-    /// Target tenant name.
-    pub name: String,
-}
-
-/// The result of a translation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Translated {
-    /// The object to write.
-    pub object: Value,
-    /// What changed, in order (recorded only when explaining).
-    pub changes: Vec<Change>,
-    /// References found (down only), for dependency tracking.
-    pub references: Vec<Reference>,
-}
 
 /// `Result` of a translation.
 pub type Result<T, E = Refusal> = std::result::Result<T, E>;

@@ -1,0 +1,264 @@
+//! References: what they point at, whether the policy lets them, their renamed names and
+//! mapped namespaces.
+
+use serde_json::{Map, Value};
+
+use super::{Fields, Way};
+use crate::naming::dns_subdomain_problem;
+use crate::policy::{Direction, Scope};
+use crate::schema::{Annotated, Node, RefRule, Rule};
+use crate::translate::path::Path;
+use crate::translate::{Change, Reason, Reference, Refusal, Result};
+
+/// What to rewrite in a reference.
+pub(super) struct Decision {
+    renamed: Option<String>,
+    map_namespace: bool,
+}
+
+impl Fields<'_> {
+    /// A string reference that is absent (or null) still has its sibling namespace field
+    /// mapped: the field holds a namespace whether or not the name beside it is set.
+    pub(super) fn absent_reference(
+        &mut self,
+        node: &Node,
+        map: &mut Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        for annotated in &node.rules {
+            if let Rule::Ref(rule) = &annotated.rule {
+                let public = rule
+                    .target(Some(map))
+                    .and_then(|(group, kind)| self.policy.resource(group, kind))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if let (false, Some(key)) = (public, rule.sibling_namespace()) {
+                    self.reference_namespace(annotated, key, map, path)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a reference to a kind approved both ways names a public copy in the tenant;
+    /// offline that cannot be known, and the explanation says so.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn public_copy_named(
+        &mut self,
+        group: &str,
+        kind: &str,
+        fields: Option<&Map<String, Value>>,
+        ns_key: Option<&str>,
+        name: &str,
+        annotated: &Annotated,
+        name_path: &Path<'_>,
+    ) -> bool {
+        // A namespaced public object can be named unchanged only with its namespace: without
+        // one, the reference resolves in the referrer's super namespace, the tenant's own.
+        let namespace = match self.policy.resource_in(group, kind, Direction::FromSuper) {
+            Some(r) if r.scope == Scope::Cluster => "",
+            _ => match ns_key
+                .and_then(|key| fields?.get(key)?.as_str())
+                .filter(|ns| !ns.is_empty())
+            {
+                Some(ns) => ns,
+                None => return false,
+            },
+        };
+        match self.published {
+            Some(p) => p.tenant_copy(group, kind, namespace, name),
+            None => {
+                if let Some(changes) = self.changes.as_deref_mut() {
+                    changes.push(Change {
+                        path: String::new(),
+                        before: None,
+                        after: None,
+                        rule: format!(
+                            "{name_path}: {kind} is approved both ways; mapped as the tenant's own object (live, a reference to a public copy in the tenant passes unchanged) [{}]",
+                            annotated.origin
+                        ),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    pub(super) fn reference(
+        &mut self,
+        annotated: &Annotated,
+        rule: &RefRule,
+        value: &mut Value,
+        siblings: Option<&mut Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        // On a string the string is the name and the *Field keys name siblings; on an object
+        // they name the object's own fields.
+        match value {
+            Value::Null => Ok(()),
+            Value::String(name) => {
+                let name = name.clone();
+                let ns_key = rule.namespace_key(false);
+                let decision =
+                    self.decide(annotated, rule, &name, path, siblings.as_deref(), ns_key)?;
+                if let Some(new_name) = decision.renamed {
+                    *value = Value::String(new_name);
+                }
+                if let (true, Some(siblings), Some(key)) =
+                    (decision.map_namespace, siblings, ns_key)
+                {
+                    self.reference_namespace(annotated, key, siblings, &path.parent())?;
+                }
+                Ok(())
+            }
+            Value::Object(fields) => {
+                let name_path = path.key(&rule.name_field);
+                let name = match fields.get(&rule.name_field) {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(other) => {
+                        return Err(Refusal::new(
+                            Reason::Invalid,
+                            format!("{name_path}: expected a name string, found {other}"),
+                        ))
+                    }
+                };
+                let ns_key = rule.namespace_key(true);
+                let decision =
+                    self.decide(annotated, rule, &name, &name_path, Some(fields), ns_key)?;
+                if let Some(new_name) = decision.renamed {
+                    fields.insert(rule.name_field.clone(), Value::String(new_name));
+                }
+                if let (true, Some(key)) = (decision.map_namespace, ns_key) {
+                    self.reference_namespace(annotated, key, fields, path)?;
+                }
+                Ok(())
+            }
+            other => Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}: expected a reference (a name or an object), found {other}"),
+            )),
+        }
+    }
+
+    /// Maps or unmaps the namespace field `key` of a reference, found in `fields`.
+    pub(super) fn reference_namespace(
+        &mut self,
+        annotated: &Annotated,
+        key: &str,
+        fields: &mut Map<String, Value>,
+        parent: &Path<'_>,
+    ) -> Result<()> {
+        let Some(ns) = fields.get_mut(key) else {
+            return Ok(());
+        };
+        self.map_namespace(annotated, ns, &parent.key(key))
+    }
+
+    /// Checks a reference's target against the policy and says what to rewrite: the new name
+    /// (cluster-scoped toSuper targets) and whether to map the namespace. Records the
+    /// reference and the rename. A reference with an empty name names no object, but a
+    /// namespace beside it is still mapped: it must never point outside the tenant.
+    pub(super) fn decide(
+        &mut self,
+        annotated: &Annotated,
+        rule: &RefRule,
+        name: &str,
+        name_path: &Path<'_>,
+        fields: Option<&Map<String, Value>>,
+        ns_key: Option<&str>,
+    ) -> Result<Decision> {
+        let target = rule.target(fields);
+        let approved = target
+            .as_ref()
+            .and_then(|(group, kind)| self.policy.resource(group, kind));
+        if name.is_empty() {
+            let from_super = approved.is_some_and(|r| r.direction == Direction::FromSuper);
+            return Ok(Decision {
+                renamed: None,
+                map_namespace: !from_super,
+            });
+        }
+        if self.way == Way::Down {
+            if let Some(why) = dns_subdomain_problem(name) {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{name_path}: {name:?} is not a valid Kubernetes object name: {why}"),
+                ));
+            }
+        }
+        let Some((group, kind)) = target else {
+            return Err(Refusal::new(
+                Reason::UnapprovedReference,
+                format!(
+                    "{name_path}: cannot tell which kind it refers to ({} is empty and the annotation names no kind)",
+                    rule.kind_field.as_deref().unwrap_or("kindField")
+                ),
+            ));
+        };
+        if self.way == Way::Down {
+            if let Some(references) = self.references.as_deref_mut() {
+                let namespace = ns_key
+                    .and_then(|key| fields?.get(key)?.as_str())
+                    .unwrap_or_default();
+                references.push(Reference {
+                    group: group.to_string(),
+                    kind: kind.to_string(),
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                });
+            }
+        }
+        // A kind approved both ways: the tenant's own object, unless the tenant object it
+        // names is a copy of a public one (known live), which it then names unchanged.
+        let copy_of_public = self.way == Way::Down
+            && approved.is_some_and(|r| r.both_ways)
+            && self.public_copy_named(group, kind, fields, ns_key, name, annotated, name_path);
+        let (rename, map_namespace) = match approved {
+            // A fromSuper target is the shared public object: the reference passes unchanged.
+            Some(r) if r.direction == Direction::FromSuper => (false, false),
+            Some(_) if copy_of_public => (false, false),
+            Some(r) => (r.scope == Scope::Cluster, r.scope == Scope::Namespaced),
+            // Passthrough keeps the name, but a namespace still maps: a tenant must never point
+            // outside its own namespaces.
+            None if rule.passthrough => (false, true),
+            None if self.way == Way::Up => (false, false),
+            None => {
+                let shown = if group.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{kind}.{group}")
+                };
+                return Err(Refusal::new(
+                    Reason::UnapprovedReference,
+                    format!(
+                        "{name_path} refers to {shown} {name:?}, a kind the policy does not sync and the annotation ({}) does not mark passthrough",
+                        annotated.origin
+                    ),
+                ));
+            }
+        };
+        // Up, every namespace a reference holds is namespace-bearing: the tenant's unmapped,
+        // a published object's kept (live), any other redacted.
+        let map_namespace = map_namespace || self.way == Way::Up;
+        let mut renamed = None;
+        if rename {
+            let new_name = match self.way {
+                Way::Down => Some(self.names.to_super(name)),
+                Way::Up => self.names.to_tenant(name),
+            };
+            if let Some(new_name) = new_name.filter(|n| n != name) {
+                self.record(
+                    name_path,
+                    Some(Value::String(name.to_string())),
+                    Some(Value::String(new_name.clone())),
+                    annotated,
+                );
+                renamed = Some(new_name);
+            }
+        }
+        Ok(Decision {
+            renamed,
+            map_namespace,
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! Selectors scoped to the tenant (of objects, or of namespaces) and free text that names
+//! namespaces.
+
+use serde_json::{Map, Value};
+
+use super::{Fields, Way, NAMESPACE_NAME_LABEL};
+use crate::schema::Annotated;
+use crate::translate::path::Path;
+use crate::translate::{Reason, Refusal, Result, LABEL_TENANT};
+
+impl Fields<'_> {
+    pub(super) fn selector(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let tenant = self.names.tenant().as_str().to_string();
+        let selector = match value {
+            Value::Null => return Ok(()),
+            Value::Object(m) => m,
+            other => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{path}: expected a LabelSelector object, found {other}"),
+                ))
+            }
+        };
+        let match_labels = path.key("matchLabels");
+        let label_path = match_labels.key(LABEL_TENANT);
+        match self.way {
+            Way::Down => {
+                let labels = selector
+                    .entry("matchLabels")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                let Value::Object(labels) = labels else {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!("{path}.matchLabels: expected an object"),
+                    ));
+                };
+                let before = labels.insert(LABEL_TENANT.into(), Value::String(tenant.clone()));
+                self.record(&label_path, before, Some(Value::String(tenant)), rule);
+            }
+            Way::Up => {
+                let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else {
+                    return Ok(());
+                };
+                // ferry's scope never shows in a tenant, whoever's it is (a public object's
+                // selector may scope to another tenant).
+                if labels.contains_key(LABEL_TENANT) {
+                    let before = labels.remove(LABEL_TENANT);
+                    if labels.is_empty() {
+                        selector.remove("matchLabels");
+                    }
+                    self.record(&label_path, before, None, rule);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The namespace names a selector of namespaces names (`kubernetes.io/metadata.name` in
+    /// `matchLabels` and in `matchExpressions` values), mapped like any namespace.
+    pub(super) fn selected_namespaces(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let Value::Object(selector) = value else {
+            return Ok(());
+        };
+        let labels_path = path.key("matchLabels");
+        if let Some(Value::Object(labels)) = selector.get_mut("matchLabels") {
+            if let Some(v) = labels.get_mut(NAMESPACE_NAME_LABEL) {
+                self.map_namespace(rule, v, &labels_path.key(NAMESPACE_NAME_LABEL))?;
+            }
+        }
+        let exprs_path = path.key("matchExpressions");
+        if let Some(Value::Array(exprs)) = selector.get_mut("matchExpressions") {
+            for (i, expr) in exprs.iter_mut().enumerate() {
+                if expr.get("key").and_then(Value::as_str) != Some(NAMESPACE_NAME_LABEL) {
+                    continue;
+                }
+                let expr_path = exprs_path.index(i);
+                let values_path = expr_path.key("values");
+                if let Some(Value::Array(values)) = expr.get_mut("values") {
+                    for (j, v) in values.iter_mut().enumerate() {
+                        self.map_namespace(rule, v, &values_path.index(j))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Up, free text: every word that is one of this tenant's super namespaces becomes its
+    /// tenant name; a word that is another tenant's super namespace (known live) is redacted.
+    /// Words are runs of the characters of a namespace name, so `team-a-shop/orders` and
+    /// `in team-a-shop.` are found, and a longer name that merely starts like one is not.
+    pub(super) fn text(
+        &mut self,
+        rule: &Annotated,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let Value::String(text) = value else {
+            return Ok(());
+        };
+        if self.way == Way::Down {
+            return Ok(());
+        }
+        let is_word = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find(is_word) {
+            out.push_str(&rest[..start]);
+            let word_len = rest[start..]
+                .find(|c| !is_word(c))
+                .unwrap_or(rest.len() - start);
+            let word = &rest[start..start + word_len];
+            let tenant_name = self
+                .namespaces
+                .iter()
+                .find(|ns| crate::naming::is_map_of(self.names.tenant().as_str(), ns, word));
+            match tenant_name {
+                Some(ns) => out.push_str(ns),
+                None if self.published.is_some_and(|p| p.super_namespace(word)) => {
+                    let shown = self.redact(word);
+                    out.push_str(&shown)
+                }
+                None => out.push_str(word),
+            }
+            rest = &rest[start + word_len..];
+        }
+        out.push_str(rest);
+        if out != *text {
+            self.record(
+                path,
+                Some(Value::String(text.clone())),
+                Some(Value::String(out.clone())),
+                rule,
+            );
+            *text = out;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,213 @@
+//! The guard's check of references after translation: namespaces the tenant's, renamed names
+//! the tenant's, kinds approved, public targets published.
+
+use serde_json::{Map, Value};
+
+use super::{optional_str, shown, slash, Guard};
+use crate::naming::{dns_label_problem, dns_subdomain_problem, is_system_namespace};
+use crate::policy::{Direction, Resource, Scope};
+use crate::schema::RefRule;
+use crate::translate::path::Path;
+use crate::translate::{Reason, Refusal, Result};
+
+impl Guard<'_> {
+    /// A reference after translation: its namespace is the tenant's (or, for a public
+    /// target, a published object's), a renamed name is the tenant's, its kind is approved.
+    pub(super) fn reference(
+        &mut self,
+        rule: &RefRule,
+        value: &Value,
+        parent: Option<&Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let declared = match (rule.on_string, rule.on_object) {
+            (true, _) => Some("a name string"),
+            (_, true) => Some("a reference object"),
+            _ => None,
+        };
+        if let Some(expected) =
+            declared.filter(|_| value.is_string() != rule.on_string && !value.is_null())
+        {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}: expected {expected}, found {}", shown(value)),
+            ));
+        }
+        let (fields, name, ns_key, name_path) = match value {
+            Value::Null => return Ok(()),
+            Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),
+            Value::Object(m) => {
+                let name = optional_str(
+                    m.get(&rule.name_field),
+                    &path.key(&rule.name_field),
+                    "a name",
+                )?;
+                (
+                    Some(m),
+                    name,
+                    rule.namespace_key(true),
+                    Some(&rule.name_field),
+                )
+            }
+            other => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!(
+                        "{path}: expected a reference (a name or an object), found {}",
+                        shown(other)
+                    ),
+                ))
+            }
+        };
+        let name_path = match name_path {
+            Some(key) => path.key(key),
+            None => *path,
+        };
+        let parent_path = path.parent();
+        let ns_path = match (value, ns_key) {
+            (Value::Object(_), Some(key)) => Some(path.key(key)),
+            (_, Some(key)) => Some(parent_path.key(key)),
+            _ => None,
+        };
+        let namespace = match (fields, ns_key) {
+            (Some(fields), Some(key)) => optional_str(
+                fields.get(key),
+                ns_path.as_ref().unwrap_or(path),
+                "a namespace",
+            )?,
+            _ => "",
+        };
+        let ns_path = ns_path.unwrap_or(*path);
+        let target = rule.target(fields);
+        let approved = target
+            .as_ref()
+            .and_then(|(group, kind)| self.policy.resource(group, kind));
+        if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
+            return self.public_reference(r, namespace, name, &ns_path, &name_path);
+        }
+        if let Some((group, kind)) = target.filter(|_| approved.is_some_and(|r| r.both_ways)) {
+            // A kind approved both ways: the tenant's own object, or (live) a public object
+            // the tenant holds a copy of, named unchanged.
+            let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
+            let own = (namespace.is_empty() || self.names.in_tenant_space(namespace))
+                && (!own_scope || name.is_empty() || self.names.in_tenant_space(name));
+            let public_ns = match self.policy.resource_in(group, kind, Direction::FromSuper) {
+                Some(r) if r.scope == Scope::Cluster => "",
+                _ => namespace,
+            };
+            let public = !name.is_empty()
+                && self.published.is_some_and(|p| {
+                    p.tenant_copy(group, kind, public_ns, name)
+                        && p.published(group, kind, public_ns, name)
+                });
+            if !own && !public {
+                return Err(self.refuse(format!(
+                    "{name_path}: {:?} names neither one of tenant {}'s {kind} objects nor a public {kind} it holds a copy of",
+                    slash(namespace, name),
+                    self.names.tenant()
+                )));
+            }
+            if public {
+                return Ok(());
+            }
+        }
+        if !namespace.is_empty() {
+            self.tenant_namespace(namespace, &ns_path)?;
+        }
+        if name.is_empty() {
+            return Ok(());
+        }
+        if let Some(why) = dns_subdomain_problem(name) {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{name_path}: {name:?} is not a valid object name: {why}"),
+            ));
+        }
+        match approved {
+            Some(r) if r.scope == Scope::Cluster && !self.names.in_tenant_space(name) => {
+                Err(self.refuse(format!(
+                    "{name_path}: {name:?} is not one of tenant {}'s {} (cluster-scoped tenant objects are named {}-<name> in the super cluster)",
+                    self.names.tenant(),
+                    r.group_kind,
+                    self.names.tenant()
+                )))
+            }
+            Some(_) => Ok(()),
+            None if rule.passthrough => Ok(()),
+            None => Err(Refusal::new(
+                Reason::UnapprovedReference,
+                match target {
+                    Some((group, kind)) => format!(
+                        "{name_path} refers to {}, a kind the policy does not sync",
+                        if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") }
+                    ),
+                    None => format!("{name_path}: cannot tell which kind it refers to"),
+                },
+            )),
+        }
+    }
+
+    /// A reference to a public (fromSuper) object passes unchanged, so it must name a
+    /// published object: checked live, and offline as far as the name alone allows.
+    pub(super) fn public_reference(
+        &mut self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        ns_path: &Path<'_>,
+        name_path: &Path<'_>,
+    ) -> Result<()> {
+        if name.is_empty() && namespace.is_empty() {
+            return Ok(());
+        }
+        if !namespace.is_empty() {
+            if let Some(why) = dns_label_problem(namespace) {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{ns_path}: {namespace:?} is not a namespace name: {why}"),
+                ));
+            }
+            if is_system_namespace(namespace) {
+                return Err(Refusal::new(
+                    Reason::UnapprovedReference,
+                    format!(
+                        "{ns_path}: {namespace:?} is a Kubernetes system namespace; a public {} is never published there",
+                        resource.group_kind
+                    ),
+                ));
+            }
+        }
+        let namespace = match resource.scope {
+            Scope::Namespaced => namespace,
+            Scope::Cluster => "",
+        };
+        match self.published {
+            Some(p) => {
+                let gk = &resource.group_kind;
+                if p.published(&gk.group, &gk.kind, namespace, name) {
+                    Ok(())
+                } else {
+                    Err(Refusal::new(
+                        Reason::UnapprovedReference,
+                        format!(
+                            "{name_path} refers to {} {:?}, which the super cluster does not publish",
+                            resource.group_kind,
+                            slash(namespace, name)
+                        ),
+                    ))
+                }
+            }
+            None => {
+                let Some(unverified) = self.unverified.as_mut() else {
+                    return Ok(());
+                };
+                unverified.push(format!(
+                    "{name_path}: {} {:?} must be published in the super cluster (checked live, not offline)",
+                    resource.group_kind,
+                    slash(namespace, name)
+                ));
+                Ok(())
+            }
+        }
+    }
+}
