@@ -266,38 +266,24 @@ impl<'a> Translator<'a> {
                         ));
                     }
                 }
-                let mut copy =
-                    Value::Object(metadata::from_super(input, explain.then_some(&mut changes)));
-                // What a public object says about namespaces is translated up like any
-                // object's: the tenant's own unmapped, everyone else's redacted.
-                fields::Fields::new(
-                    self.policy,
-                    &names,
-                    fields::Way::Up,
-                    explain.then_some(&mut changes),
-                    None,
-                )
-                .with_published(self.published)
-                .with_namespaces(self.namespaces)
-                .apply(&resource.plan.root, &mut copy, &Path::Root)?;
-                copy
+                Value::Object(metadata::from_super(input, explain.then_some(&mut changes)))
             }
             Direction::ToSuper => {
-                let mut fragment =
-                    metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?;
-                fields::Fields::new(
-                    self.policy,
-                    &names,
-                    fields::Way::Up,
-                    explain.then_some(&mut changes),
-                    None,
-                )
-                .with_published(self.published)
-                .with_namespaces(self.namespaces)
-                .apply(&resource.plan.root, &mut fragment, &Path::Root)?;
-                fragment
+                metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?
             }
         };
+        // A tenant's fragment and a public copy alike: the tenant's namespaces unmapped,
+        // everyone else's redacted.
+        fields::Fields::new(
+            self.policy,
+            &names,
+            fields::Way::Up,
+            explain.then_some(&mut changes),
+            None,
+        )
+        .with_published(self.published)
+        .with_namespaces(self.namespaces)
+        .apply(&resource.plan.root, &mut object, &Path::Root)?;
         for script in &resource.transforms {
             object = self.run(
                 script,
