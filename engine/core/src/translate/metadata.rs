@@ -18,6 +18,11 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The namespace a namespaced object without one is read in, as kubectl does.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// One label of the object, read in place.
+pub fn label<'v>(obj: &'v Map<String, Value>, key: &str) -> Option<&'v str> {
+    obj.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
 /// The object's labels as strings.
 pub fn labels(obj: &Map<String, Value>) -> BTreeMap<String, String> {
     string_map(obj.get("metadata").and_then(|m| m.get("labels")))

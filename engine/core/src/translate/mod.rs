@@ -172,11 +172,7 @@ impl<'a> Translator<'a> {
             ));
         };
         let resource = self.resource(&out, Direction::ToSuper)?;
-        if metadata::labels(&out)
-            .get(LABEL_FROM_SUPER)
-            .map(String::as_str)
-            == Some("true")
-        {
+        if metadata::label(&out, LABEL_FROM_SUPER) == Some("true") {
             // Never a loop: what ferry copied into the tenant never goes back down.
             return Err(Refusal::new(
                 Reason::NotSelected,
@@ -238,7 +234,7 @@ impl<'a> Translator<'a> {
         };
         // A super object carrying ferry's tenant label is a tenant's copy (its status flows
         // up); any other is the platform's (copied into tenants if it is public).
-        let direction = if metadata::labels(input).contains_key(LABEL_TENANT) {
+        let direction = if metadata::label(input, LABEL_TENANT).is_some() {
             Direction::ToSuper
         } else {
             Direction::FromSuper
