@@ -15,11 +15,12 @@ mod diff;
 mod fields;
 mod guard;
 mod metadata;
+mod namespace_labels;
 mod outcome;
 mod path;
 
 pub use guard::Published;
-pub use metadata::{super_namespace_labels, ANN_TENANT_LABELS};
+pub use namespace_labels::{super_namespace_labels, ANN_TENANT_LABELS};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};
 pub use path::Path;
 
