@@ -193,10 +193,4 @@ impl Policy {
         }
         Some(found.next().unwrap_or(first))
     }
-
-    /// Whether `group`/`kind` is approved both toSuper and fromSuper (a tenant's own objects
-    /// go down, the platform's public ones come up).
-    pub fn both_ways(&self, group: &str, kind: &str) -> bool {
-        self.resource(group, kind).is_some_and(|r| r.both_ways)
-    }
 }
