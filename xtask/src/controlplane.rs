@@ -4,7 +4,9 @@
 //! ```text
 //!  xtask/controlplane/go.mod ─ go build ─▶ target/controlplane/<pins>/{etcd,kube-apiserver,ferry-pki}
 //!  cluster up ─▶ ferry-pki certs ─▶ etcd ─▶ kube-apiserver × (super + tenants) ─▶ ferry-pki wait
-//!            ─▶ target/clusters/<name>.kubeconfig, state.json, logs/
+//!            ─▶ kube-controller-manager (super: namespace + garbage collector controllers)
+//!            ─▶ target/clusters/<name>.kubeconfig, state.json (pid and arguments of each), logs/
+//!  cluster restart NAME ─▶ SIGTERM ─▶ same arguments, port and data ─▶ ferry-pki wait
 //! ```
 //!
 //! Every cluster keeps its data under its own etcd prefix (`/registry-<name>`), so one etcd
@@ -55,11 +57,16 @@ fn pins() -> Result<String> {
     }
 }
 
-/// Builds kube-apiserver, etcd and ferry-pki once per set of pins; returns their directory.
+/// Builds kube-apiserver, kube-controller-manager, etcd and ferry-pki once per set of pins; returns their directory.
 pub fn build() -> Result<PathBuf> {
     let pins = pins()?;
     let out = root().join("target/controlplane").join(&pins);
-    let binaries = ["kube-apiserver", "etcd", "ferry-pki"];
+    let binaries = [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "etcd",
+        "ferry-pki",
+    ];
     if binaries.iter().all(|b| out.join(b).exists()) {
         return Ok(out);
     }
@@ -139,10 +146,11 @@ fn write_state(state: &Value) -> Result<()> {
     Ok(())
 }
 
-/// Starts `program` detached from this process (its own process group, output to `log`).
+/// Starts `program` detached from this process (its own process group, output appended to
+/// `log`, so that a restart keeps what came before).
 fn spawn(program: &Path, args: &[String], log: &Path) -> Result<u64> {
     use std::os::unix::process::CommandExt;
-    let out = fs::File::create(log)?;
+    let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
     let child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -223,7 +231,7 @@ pub fn up(tenants: &[String]) -> Result<()> {
         ];
         let pid = spawn(&bin.join("etcd"), &args, &dir.join("logs/etcd.log"))?;
         println!("etcd           pid {pid:<7} http://127.0.0.1:{client}");
-        state["etcd"] = json!({"pid": pid, "port": client});
+        state["etcd"] = json!({"pid": pid, "port": client, "args": args});
         state["clusters"] = json!({});
         write_state(&state)?;
     }
@@ -269,7 +277,7 @@ pub fn up(tenants: &[String]) -> Result<()> {
             &dir.join(format!("logs/{name}.log")),
         )?;
         println!("{name:<14} pid {pid:<7} https://127.0.0.1:{port}");
-        state["clusters"][name] = json!({"pid": pid, "port": port});
+        state["clusters"][name] = json!({"pid": pid, "port": port, "args": args});
         write_state(&state)?;
         fs::write(
             dir.join(format!("{name}.kubeconfig")),
@@ -278,26 +286,143 @@ pub fn up(tenants: &[String]) -> Result<()> {
         started.push((name.clone(), port));
     }
     for (name, port) in &started {
-        let start = Instant::now();
-        let status = Command::new(bin.join("ferry-pki"))
-            .args(["wait", &format!("https://127.0.0.1:{port}")])
-            .arg(&pki)
-            .arg(READY_TIMEOUT_SECS.to_string())
-            .status()?;
-        if !status.success() {
-            bail!(
-                "{name} did not become ready; see {}",
-                dir.join(format!("logs/{name}.log")).display()
-            );
-        }
-        println!("{name:<14} ready in {:.1}s", start.elapsed().as_secs_f64());
+        wait_ready(&bin, name, *port)?;
     }
+    start_controllers(&bin, &mut state)?;
     let names: BTreeMap<_, _> = wanted
         .iter()
         .map(|n| (n.clone(), dir.join(format!("{n}.kubeconfig"))))
         .collect();
     for (name, path) in names {
         println!("  {name:<12} KUBECONFIG={}", path.display());
+    }
+    Ok(())
+}
+
+/// Starts the super cluster's namespace and garbage-collector controllers (a deleted namespace
+/// is emptied and removed, as in a real cluster), unless they run.
+fn start_controllers(bin: &Path, state: &mut Value) -> Result<()> {
+    if state["controllers"]["pid"].as_u64().is_some_and(alive) {
+        return Ok(());
+    }
+    let dir = clusters_dir();
+    let args: Vec<String> = vec![
+        format!("--kubeconfig={}", dir.join("super.kubeconfig").display()),
+        "--controllers=namespace,garbagecollector".into(),
+        "--leader-elect=false".into(),
+        "--secure-port=0".into(),
+        "--concurrent-namespace-syncs=4".into(),
+    ];
+    let pid = spawn(
+        &bin.join("kube-controller-manager"),
+        &args,
+        &dir.join("logs/controllers.log"),
+    )?;
+    println!("controllers    pid {pid:<7} namespace, garbage collector (super)");
+    state["controllers"] = json!({"pid": pid, "args": args});
+    write_state(state)
+}
+
+/// Waits until the API server of `name` on `port` answers `/readyz`.
+fn wait_ready(bin: &Path, name: &str, port: u16) -> Result<()> {
+    let dir = clusters_dir();
+    let start = Instant::now();
+    let status = Command::new(bin.join("ferry-pki"))
+        .args(["wait", &format!("https://127.0.0.1:{port}")])
+        .arg(dir.join("pki"))
+        .arg(READY_TIMEOUT_SECS.to_string())
+        .status()?;
+    if !status.success() {
+        bail!(
+            "{name} did not become ready; see {}",
+            dir.join(format!("logs/{name}.log")).display()
+        );
+    }
+    println!("{name:<14} ready in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Stops `pid` (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
+fn terminate(pid: u64) {
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    // A stopped process (SIGSTOP by a fault test) handles SIGTERM only once continued.
+    let _ = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(pid) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        while alive(pid) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `cargo xtask cluster restart NAME`: stops one process of the running control planes (an
+/// API server by cluster name, or `etcd`) and starts it again with the same arguments, port
+/// and data; returns once it (for etcd: every API server) is ready again.
+pub fn restart(name: &str) -> Result<()> {
+    let bin = build()?;
+    let dir = clusters_dir();
+    let Some(mut state) = read_state() else {
+        bail!("no control planes are running (cargo xtask cluster up starts them)");
+    };
+    let (entry, program, log) = if name == "etcd" {
+        (state["etcd"].clone(), "etcd", "logs/etcd.log".to_string())
+    } else if name == "controllers" {
+        (
+            state["controllers"].clone(),
+            "kube-controller-manager",
+            "logs/controllers.log".to_string(),
+        )
+    } else {
+        (
+            state["clusters"][name].clone(),
+            "kube-apiserver",
+            format!("logs/{name}.log"),
+        )
+    };
+    let (Some(pid), Some(args)) = (entry["pid"].as_u64(), entry["args"].as_array()) else {
+        let known: Vec<&str> = state["clusters"]
+            .as_object()
+            .map(|c| c.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        bail!(
+            "cluster restart: no process {name:?} (expected etcd, controllers or one of {})",
+            known.join(", ")
+        );
+    };
+    let args: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let start = Instant::now();
+    terminate(pid);
+    let pid = spawn(&bin.join(program), &args, &dir.join(log))?;
+    println!(
+        "{name:<14} restarted (pid {pid}) after {:.1}s down",
+        start.elapsed().as_secs_f64()
+    );
+    if name == "etcd" || name == "controllers" {
+        state[name]["pid"] = json!(pid);
+    } else {
+        state["clusters"][name]["pid"] = json!(pid);
+    }
+    write_state(&state)?;
+    let clusters: Vec<(String, u16)> = state["clusters"]
+        .as_object()
+        .map(|c| {
+            c.iter()
+                .filter(|(n, _)| name == "etcd" || n.as_str() == name)
+                .filter_map(|(n, v)| Some((n.clone(), u16::try_from(v["port"].as_u64()?).ok()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (cluster, port) in clusters {
+        wait_ready(&bin, &cluster, port)?;
     }
     Ok(())
 }
@@ -316,8 +441,10 @@ pub fn down() -> Result<()> {
         let _ = fs::remove_file(&demo);
     }
     if let Some(state) = read_state() {
-        if let Some(pid) = state["etcd"]["pid"].as_u64() {
-            pids.push(pid);
+        for process in ["etcd", "controllers"] {
+            if let Some(pid) = state[process]["pid"].as_u64() {
+                pids.push(pid);
+            }
         }
         if let Some(clusters) = state["clusters"].as_object() {
             pids.extend(clusters.values().filter_map(|c| c["pid"].as_u64()));
@@ -326,6 +453,9 @@ pub fn down() -> Result<()> {
     for pid in &pids {
         if alive(*pid) {
             let _ = Command::new("kill").arg(pid.to_string()).status();
+            let _ = Command::new("kill")
+                .args(["-CONT", &pid.to_string()])
+                .status();
         }
     }
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -4,7 +4,7 @@
 //!  cargo xtask test              unit + golden + sandbox + e2e (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
-//!  cargo xtask cluster up [--tenants a,b] | down
+//!  cargo xtask cluster up [--tenants a,b] | down | restart NAME
 //! ```
 
 #![forbid(unsafe_code)]
@@ -24,6 +24,7 @@ fn usage() -> ! {
          bench [--translate]            run benchmarks, write target/bench/report.json\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
          cluster up [--tenants a,b]     start etcd + kube-apiservers on 127.0.0.1\n  \
+         cluster restart NAME           restart etcd or one API server (super, a tenant), data kept\n  \
          cluster down                   stop them and remove their data"
     );
     std::process::exit(1);
@@ -38,6 +39,7 @@ fn main() -> Result<()> {
         ["demo", rest @ ..] => demo::run(rest),
         ["cluster", "up", rest @ ..] => controlplane::up(&tenants(rest)?),
         ["cluster", "down"] => controlplane::down(),
+        ["cluster", "restart", name] => controlplane::restart(name),
         _ => usage(),
     }
 }

@@ -275,6 +275,11 @@ pub async fn run(
             }
             Ok(Event::Apply(object)) => observe(&cache, &resource, &on_change, object, true),
             Ok(Event::Delete(object)) => observe(&cache, &resource, &on_change, object, false),
+            // The resourceVersion it resumed from is compacted away: the watcher lists again,
+            // and the InitDone above reports whatever changed or went meanwhile.
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                tracing::info!(cache = %cache.what, "watch expired (410 Gone); relisting")
+            }
             Err(e) => tracing::warn!(cache = %cache.what, error = %e, "watch failed; retrying"),
         }
     }

@@ -12,7 +12,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod faults;
 pub mod live;
+pub mod object;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -280,6 +280,11 @@ impl Ferry {
         Some(kb * 1024)
     }
 
+    /// Its pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Leaves it running after this handle is gone; returns its pid.
     pub fn detach(mut self) -> u32 {
         self.child.take().map_or(0, |c| c.id())
