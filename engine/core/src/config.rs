@@ -21,13 +21,6 @@ pub struct Error {
     pub message: String,
 }
 
-impl Error {
-    /// The short name used in reports.
-    pub fn reason(&self) -> &'static str {
-        "ConfigInvalid"
-    }
-}
-
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

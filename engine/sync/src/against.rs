@@ -11,26 +11,11 @@ use kube::Client;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The kubeconfig could not be read or used.
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig {
-        /// The file.
-        path: String,
-        /// Why.
-        message: String,
-    },
+    #[error(transparent)]
+    Kubeconfig(#[from] crate::client::Error),
     /// The API server refused or failed a request.
     #[error("listing CustomResourceDefinitions: {0}")]
     Api(#[from] kube::Error),
-}
-
-impl Error {
-    /// The short name used in reports.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Kubeconfig { .. } => "KubeconfigInvalid",
-            Error::Api(_) => "ApiServerError",
-        }
-    }
 }
 
 /// `Result` with this module's [`Error`].
@@ -47,17 +32,7 @@ pub struct Mismatch {
 
 /// A client for the cluster of `kubeconfig`.
 pub async fn connect(kubeconfig: &std::path::Path) -> Result<Client> {
-    let fail = |message: String| Error::Kubeconfig {
-        path: kubeconfig.display().to_string(),
-        message,
-    };
-    let config =
-        kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-    Client::try_from(config).map_err(|e| fail(e.to_string()))
+    Ok(crate::client::connect(kubeconfig).await?)
 }
 
 /// Compares every approved custom kind that has a schema with the CRD installed in the cluster.

@@ -13,14 +13,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::discovery::Scope;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-/// An object's place in a cache: namespace (empty when cluster-scoped) and name.
-pub type ObjKey = (String, String);
+use crate::object::{key_of, ObjKey};
 
 /// Called with every object that appeared, changed or went away.
 pub type OnChange = Arc<dyn Fn(&Value) + Send + Sync>;
@@ -43,8 +41,6 @@ pub enum Phase {
 pub struct Served {
     /// The resource, for building requests.
     pub resource: ApiResource,
-    /// Whether the kind is namespaced.
-    pub namespaced: bool,
     /// Whether it has a status subresource.
     pub has_status: bool,
 }
@@ -152,18 +148,6 @@ fn decode(text: &str) -> Option<Arc<Value>> {
     serde_json::from_str(text).ok().map(Arc::new)
 }
 
-/// The cache key of an object.
-pub fn key_of(object: &Value) -> Option<ObjKey> {
-    let meta = object.get("metadata")?;
-    let name = meta.get("name")?.as_str()?.to_string();
-    let namespace = meta
-        .get("namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Some((namespace, name))
-}
-
 /// A JSON object with its type set (list items of built-in kinds come without it) and without
 /// `managedFields` (large, and nothing ferry decides depends on them).
 fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
@@ -217,7 +201,6 @@ pub async fn run(
             Ok((resource, caps)) => {
                 break Served {
                     resource,
-                    namespaced: caps.scope == Scope::Namespaced,
                     has_status: caps.subresources.iter().any(|(r, _)| r.plural == "status"),
                 }
             }

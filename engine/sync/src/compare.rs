@@ -61,46 +61,6 @@ pub fn holds(actual: &Value, desired: &Value) -> bool {
     }
 }
 
-/// `metadata.<key>` as a string.
-pub fn meta_str<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
-    object.get("metadata")?.get(key)?.as_str()
-}
-
-/// A label's value.
-pub fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
-    object.get("metadata")?.get("labels")?.get(key)?.as_str()
-}
-
-/// An annotation's value.
-pub fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
-    object
-        .get("metadata")?
-        .get("annotations")?
-        .get(key)?
-        .as_str()
-}
-
-/// Whether the object is being deleted.
-pub fn deleting(object: &Value) -> bool {
-    object
-        .get("metadata")
-        .and_then(|m| m.get("deletionTimestamp"))
-        .is_some_and(|t| !t.is_null())
-}
-
-/// Sets an annotation.
-pub fn set_annotation(object: &mut Value, key: &str, value: String) {
-    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let annotations = meta
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(a) = annotations {
-        a.insert(key.to_string(), Value::String(value));
-    }
-}
-
 /// Whether a tenant's read-only copy of a super object is exactly `desired` (ignoring what the
 /// API server sets and status, which a create or replace does not write): a tenant's edit,
 /// even a field added, makes it differ and is reverted.

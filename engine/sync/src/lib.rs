@@ -4,28 +4,37 @@
 //!             tenant API servers                         super API server
 //!  watchers ─▶ caches ─┐                       ┌─ caches ◀─ watchers (ferry's copies,
 //!                      ▼                       ▼             public objects, namespaces)
-//!                 per-tenant queues (round-robin) ─▶ workers ─▶ reconcile
-//!                                                              │  ferry-core translate
-//!                                                              ▼
+//!            routing ─▶ per-tenant queues (round-robin, backoff) ─▶ workers ─▶ reconcile
+//!                                                     decide (pure) ◀─┤  ferry-core translate
+//!                                                                     ▼
 //!                                    writes (SSA field manager `ferry`, leader only)
 //! ```
 //!
-//! `run` wires it together for `ferry run`; `against` checks a policy against the CRDs of a
-//! live cluster for `ferry check --against`.
-
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
+//! Modules import only the layers below them (ARCHITECTURE.md lists them):
+//! key, object, compare → cache, watch, write, client → queue → ledger, refs, public →
+//! routing → state → deps → decide → reconcile → workers, tenants, leader, metrics → run.
+//! `against` checks a policy against the CRDs of a live cluster for `ferry check --against`.
 
 pub mod against;
 pub mod cache;
+pub mod client;
 pub mod compare;
-pub mod engine;
+pub mod decide;
+pub mod deps;
+pub mod key;
 pub mod leader;
+pub mod ledger;
 pub mod metrics;
 pub mod namespace_labels;
+pub mod object;
 pub mod public;
 pub mod queue;
 pub mod reconcile;
 pub mod refs;
+pub mod routing;
 pub mod run;
+pub mod state;
+pub mod tenants;
+pub mod watch;
+pub mod workers;
 pub mod write;

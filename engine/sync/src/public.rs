@@ -8,7 +8,7 @@ use ferry_core::policy::{Direction, Policy, Resource};
 use ferry_core::translate::{Published, LABEL_TENANT};
 
 use crate::cache::Cache;
-use crate::engine::selector_string;
+use crate::watch::selector_string;
 
 /// The label selector of a fromSuper kind's super watch: its policy selector, and never an
 /// object carrying `ferry.dev/tenant` (a tenant's copy labelled public is not published).

@@ -2,39 +2,34 @@
 //!
 //! A key is queued at most once; a key being reconciled is never handed to a second worker,
 //! and a key added while it is being reconciled is queued again when that reconcile ends
-//! (client-go's workqueue semantics, per tenant).
+//! (client-go's workqueue semantics, per tenant). A failed key comes back after an
+//! exponential backoff of its own (client-go's rate-limited queue): the queue holds delayed
+//! keys itself, deduplicated, with no task per retry. A tenant holds at most `per_tenant`
+//! workers at once, so a tenant whose API server hangs cannot take every worker.
+//!
+//! ```text
+//!  add ─▶ ready ─┐                      ┌─▶ worker ─▶ done (requeued if added meanwhile)
+//!  resync ─▶ background ─┴─ round-robin ┤
+//!  retry / add_after ─▶ delayed ─(due)─▶ ready
+//! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 
+use crate::key::Key;
 use crate::metrics::{labels, Labels};
 
-/// What a key names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// An approved kind: the index of its entry in the policy.
-    Resource(usize),
-    /// A tenant namespace (its super namespace is collected when it goes away).
-    Namespace,
-}
+/// The clock of delayed keys (tokio's, so that tests can pause it).
+type Due = tokio::time::Instant;
 
-/// One unit of work: an object of a tenant, named as the tenant names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key {
-    /// The tenant.
-    pub tenant: Arc<str>,
-    /// The kind.
-    pub kind: Kind,
-    /// The tenant namespace (empty for cluster-scoped objects and namespaces).
-    pub namespace: String,
-    /// The tenant name.
-    pub name: String,
-}
+/// Retry backoff bounds for failed keys.
+const BACKOFF_MIN: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct TenantQueue {
@@ -50,6 +45,8 @@ struct TenantQueue {
     processing: HashSet<Key>,
     /// Whether workers may take keys (the tenant's caches are listed and primed).
     open: bool,
+    /// Consecutive failures per key.
+    failures: HashMap<Key, u32>,
 }
 
 impl TenantQueue {
@@ -84,23 +81,38 @@ struct State {
     tenants: HashMap<Arc<str>, TenantQueue>,
     cursor: usize,
     closed: bool,
+    /// Keys to add when their time comes, in time order (the number breaks ties).
+    delayed: BTreeMap<(Due, u64), Key>,
+    /// When each delayed key is due (a key is delayed once, at its earliest time).
+    due: HashMap<Key, (Due, u64)>,
+    sequence: u64,
 }
 
 /// The queues of every tenant.
-#[derive(Default)]
 pub struct Queues {
     state: Mutex<State>,
     notify: Notify,
+    /// At most this many keys of one tenant are processed at once.
+    per_tenant: usize,
     /// `ferry_queue_depth{tenant}`, kept current on every change.
     depth: Option<Family<Labels, Gauge>>,
 }
 
+impl Default for Queues {
+    fn default() -> Self {
+        Self::new(usize::MAX, None)
+    }
+}
+
 impl Queues {
-    /// Queues that keep `depth` (by tenant) current.
-    pub fn with_depth_gauge(depth: Family<Labels, Gauge>) -> Self {
+    /// Queues that hand a tenant at most `per_tenant` keys at once and keep `depth` (by
+    /// tenant) current.
+    pub fn new(per_tenant: usize, depth: Option<Family<Labels, Gauge>>) -> Self {
         Self {
-            depth: Some(depth),
-            ..Self::default()
+            state: Mutex::default(),
+            notify: Notify::new(),
+            per_tenant: per_tenant.max(1),
+            depth,
         }
     }
 
@@ -159,14 +171,22 @@ impl Queues {
 
     fn enqueue(&self, key: Key, urgent: bool) {
         let mut state = self.lock();
+        if self.push(&mut state, key, urgent) {
+            drop(state);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` in `state`; whether a worker should be woken.
+    fn push(&self, state: &mut State, key: Key, urgent: bool) -> bool {
         let Some(q) = state.tenants.get_mut(&key.tenant) else {
-            return;
+            return false;
         };
         let held = q.processing.contains(&key);
         match q.waiting.get_mut(&key) {
             Some((_, was_urgent)) => {
                 if !urgent || *was_urgent {
-                    return;
+                    return false;
                 }
                 *was_urgent = true;
                 if !held {
@@ -182,8 +202,69 @@ impl Queues {
                 self.report(&key.tenant, waiting);
             }
         }
+        true
+    }
+
+    /// Queues `key` (as a change) once `after` has passed, unless it is due sooner already.
+    pub fn add_after(&self, key: Key, after: Duration) {
+        let at = Due::now() + after;
+        let mut state = self.lock();
+        if let Some(&(due, _)) = state.due.get(&key) {
+            if due <= at {
+                return;
+            }
+            let old = state.due.remove(&key);
+            if let Some(old) = old {
+                state.delayed.remove(&old);
+            }
+        }
+        state.sequence += 1;
+        let slot = (at, state.sequence);
+        state.due.insert(key.clone(), slot);
+        state.delayed.insert(slot, key);
         drop(state);
+        // A worker waiting for the earliest delayed key may need to wake sooner.
         self.notify.notify_one();
+    }
+
+    /// Records a failure of `key` and queues it again after its backoff (200 ms, doubling per
+    /// consecutive failure, at most 30 s); returns the attempt number and the delay.
+    pub fn retry(&self, key: &Key) -> (u32, Duration) {
+        let attempt = {
+            let mut state = self.lock();
+            let Some(q) = state.tenants.get_mut(&key.tenant) else {
+                return (0, Duration::ZERO);
+            };
+            let n = q.failures.entry(key.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let delay = BACKOFF_MIN
+            .saturating_mul(1 << attempt.min(8))
+            .min(BACKOFF_MAX);
+        self.add_after(key.clone(), delay);
+        (attempt, delay)
+    }
+
+    /// Forgets the failures of `key` (it succeeded).
+    pub fn forget(&self, key: &Key) {
+        if let Some(q) = self.lock().tenants.get_mut(&key.tenant) {
+            q.failures.remove(key);
+        }
+    }
+
+    /// Moves the delayed keys that are due into their queues; returns when the next one is.
+    fn promote(&self, state: &mut State) -> Option<Due> {
+        let now = Due::now();
+        while let Some(entry) = state.delayed.first_entry() {
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            let key = entry.remove();
+            state.due.remove(&key);
+            self.push(state, key, true);
+        }
+        None
     }
 
     /// The next key, taking tenants in turn, with the time it was first queued; `None` once
@@ -191,11 +272,12 @@ impl Queues {
     pub async fn next(&self) -> Option<(Key, Instant)> {
         loop {
             let notified = self.notify.notified();
-            {
+            let wake = {
                 let mut state = self.lock();
                 if state.closed {
                     return None;
                 }
+                let wake = self.promote(&mut state);
                 let n = state.order.len();
                 for i in 0..n {
                     let at = (state.cursor + i) % n;
@@ -203,7 +285,7 @@ impl Queues {
                     let Some(q) = state.tenants.get_mut(&tenant) else {
                         continue;
                     };
-                    if !q.open {
+                    if !q.open || q.processing.len() >= self.per_tenant {
                         continue;
                     }
                     if let Some(key) = q.pop() {
@@ -215,8 +297,14 @@ impl Queues {
                         return Some((key, since));
                     }
                 }
+                wake
+            };
+            match wake {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at, notified).await;
+                }
+                None => notified.await,
             }
-            notified.await;
         }
     }
 
@@ -227,10 +315,11 @@ impl Queues {
             q.processing.remove(key);
             if let Some(&(_, urgent)) = q.waiting.get(key) {
                 q.push(key.clone(), urgent);
-                drop(state);
-                self.notify.notify_one();
             }
         }
+        drop(state);
+        // A key came back, or the tenant is below its share of workers again.
+        self.notify.notify_one();
     }
 
     /// How many keys of `tenant` wait (the gauge reports it; tests read it here).
@@ -250,92 +339,5 @@ impl Queues {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(tenant: &str, name: &str) -> Key {
-        Key {
-            tenant: tenant.into(),
-            kind: Kind::Resource(0),
-            namespace: "ns".into(),
-            name: name.into(),
-        }
-    }
-
-    #[tokio::test]
-    async fn tenants_are_served_in_turn() {
-        let q = Queues::default();
-        for t in ["a", "b"] {
-            q.add_tenant(t.into());
-            q.open(t);
-        }
-        for i in 0..5 {
-            q.add(key("a", &format!("x{i}")));
-        }
-        q.add(key("b", "y0"));
-        q.add(key("b", "y1"));
-        let mut order = Vec::new();
-        for _ in 0..7 {
-            let (k, _) = q.next().await.unwrap();
-            q.done(&k);
-            order.push(format!("{}/{}", k.tenant, k.name));
-        }
-        assert_eq!(
-            order,
-            ["a/x0", "b/y0", "a/x1", "b/y1", "a/x2", "a/x3", "a/x4"]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_key_is_queued_once_and_requeued_after_processing() {
-        let q = Queues::default();
-        q.add_tenant("a".into());
-        q.open("a");
-        q.add(key("a", "x"));
-        q.add(key("a", "x"));
-        assert_eq!(q.depth("a"), 1);
-        let (k, _) = q.next().await.unwrap();
-        // Added again while held: not handed out twice, queued again on done.
-        q.add(key("a", "x"));
-        assert_eq!(q.depth("a"), 1);
-        q.done(&k);
-        let (again, _) = q.next().await.unwrap();
-        assert_eq!(again, k);
-        q.done(&again);
-        assert_eq!(q.depth("a"), 0);
-    }
-
-    #[tokio::test]
-    async fn changes_go_before_a_resync() {
-        let q = Queues::default();
-        q.add_tenant("a".into());
-        q.open("a");
-        for i in 0..3 {
-            q.add_background(key("a", &format!("old{i}")));
-        }
-        q.add(key("a", "new"));
-        // Already queued by the resync, then changed: served with the changes.
-        q.add(key("a", "old2"));
-        let mut order = Vec::new();
-        while q.depth("a") > 0 {
-            let (k, _) = q.next().await.unwrap();
-            q.done(&k);
-            order.push(k.name);
-        }
-        assert_eq!(order, ["new", "old2", "old0", "old1"]);
-    }
-
-    #[tokio::test]
-    async fn closed_tenants_wait_and_close_ends_workers() {
-        let q = Arc::new(Queues::default());
-        q.add_tenant("a".into());
-        q.add(key("a", "x"));
-        let worker = {
-            let q = q.clone();
-            tokio::spawn(async move { q.next().await.map(|(k, _)| k) })
-        };
-        tokio::task::yield_now().await;
-        q.close();
-        assert_eq!(worker.await.unwrap(), None);
-    }
-}
+#[path = "queue/tests.rs"]
+mod tests;

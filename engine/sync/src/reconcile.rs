@@ -1,35 +1,30 @@
-//! One key at a time: compute what should exist from the caches (via ferry-core's
-//! translator), compare it with what does, and write only the difference.
+//! The executors: for one key, read the caches, translate (ferry-core), ask `decide` what to
+//! do, and carry the action out through the writers.
 //!
 //! ```text
-//!  toSuper:   tenant object ─to_super─▶ desired super copy ─(differs?)─▶ apply / delete
-//!             super copy ─to_tenant─▶ status + super-owned fields ─(differ?)─▶ tenant apply
-//!  fromSuper: super object ─to_tenant─▶ desired tenant copy ─(differs?)─▶ create / replace / delete
-//!  Namespace: tenant namespace gone ─▶ its super namespace deleted
+//!  toSuper:   tenant object ─to_super─▶ desired copy ─decide::to_super─▶ apply / delete / recreate
+//!             super copy ─to_tenant─▶ status + super-owned fields ─decide::up─▶ tenant apply
+//!  fromSuper: super object ─to_tenant─▶ desired tenant copy ─decide::public_copy─▶ create / replace / delete
+//!  Namespace: tenant namespace ─decide::tenant_namespace─▶ super namespace labels / delete
 //! ```
-//!
-//! Invariant: ferry never writes a super object or namespace that lacks its ownership label
-//! for this tenant, and never overwrites a tenant object it did not create.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_core::policy::{Direction, Policy, Resource, Scope};
+use ferry_core::policy::{Direction, Policy, Resource};
 use ferry_core::sandbox::Sandbox;
-use ferry_core::translate::{
-    Reason, Refusal, Translated, Translator, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID,
-    LABEL_TENANT,
-};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::ApiResource;
+use ferry_core::translate::{Reason, Refusal, Translated, Translator};
 use serde_json::Value;
 
-use crate::compare::{
-    annotation, deleting, digest, holds, label, meta_str, set_annotation, ANN_APPLIED,
-};
-use crate::engine::{Shared, TenantState};
-use crate::queue::{Key, Kind};
+use crate::key::{Key, Kind};
+use crate::public::TenantView;
+use crate::state::{Shared, TenantState};
 use crate::write;
+
+mod from_super;
+mod namespaces;
+mod report;
+mod to_super;
+mod up;
 
 /// What a reconcile did.
 #[derive(Debug, Default)]
@@ -53,6 +48,11 @@ impl Outcome {
     }
 }
 
+/// While an old copy or namespace is being deleted (finalizers), look again this often.
+const WAIT_FOR_DELETION: Duration = Duration::from_secs(2);
+/// After deleting an old copy, or losing a race to create a namespace, look again this soon.
+const LOOK_AGAIN: Duration = Duration::from_millis(100);
+
 /// `Result` of a reconcile.
 pub type Result<T, E = write::Error> = std::result::Result<T, E>;
 
@@ -60,19 +60,6 @@ pub type Result<T, E = write::Error> = std::result::Result<T, E>;
 pub struct Reconciler<'a> {
     shared: &'a Shared,
     tenant: &'a TenantState,
-}
-
-/// While an old copy is being deleted (finalizers), look again this often.
-const WAIT_FOR_DELETION: Duration = Duration::from_secs(2);
-
-fn rv(object: &Value) -> String {
-    meta_str(object, "resourceVersion")
-        .unwrap_or("")
-        .to_string()
-}
-
-fn namespace_resource() -> ApiResource {
-    ApiResource::erase::<Namespace>(&())
 }
 
 impl<'a> Reconciler<'a> {
@@ -90,7 +77,7 @@ impl<'a> Reconciler<'a> {
                     return Ok(Outcome::default());
                 };
                 match resource.direction {
-                    Direction::ToSuper => self.down(key, idx, resource).await,
+                    Direction::ToSuper => self.to_super(key, idx, resource).await,
                     Direction::FromSuper => self.public_copy(key, idx, resource).await,
                 }
             }
@@ -106,30 +93,20 @@ impl<'a> Reconciler<'a> {
         down: bool,
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
-        let view = crate::public::TenantView::new(
+        let view = TenantView::new(
             self.shared.public.clone(),
             &self.shared.policy,
             &self.tenant.caches,
         );
         // The tenant's namespaces go up (redactions never take one of their names, free text
         // is unmapped with them) and to transforms that ask for them.
-        let namespaces: Vec<String> = if !down
-            || resource.plan.has_text
+        let asks = resource.plan.has_text
             || resource
                 .transforms
                 .iter()
-                .any(|s| s.uses_tenant_namespaces())
-        {
-            let mut all: Vec<String> = self
-                .tenant
-                .namespaces
-                .keys()
-                .into_iter()
-                .map(|(_, name)| name)
-                .filter(|n| self.tenant_namespace_alive(n))
-                .collect();
-            all.sort_unstable();
-            all
+                .any(|s| s.uses_tenant_namespaces());
+        let namespaces = if !down || asks {
+            self.tenant.live_namespaces()
         } else {
             Vec::new()
         };
@@ -165,242 +142,4 @@ impl<'a> Reconciler<'a> {
             .observe(started.elapsed().as_secs_f64());
         out
     }
-
-    /// `Kind namespace/name` of a key, for logs.
-    fn describe(&self, key: &Key) -> String {
-        let kind = match key.kind {
-            Kind::Resource(idx) => self.shared.policy.resources[idx].group_kind.kind.as_str(),
-            Kind::Namespace => "Namespace",
-        };
-        format!("{kind} {}", slash(&key.namespace, &key.name))
-    }
-
-    /// Whether the tenant namespace exists and is not being deleted.
-    fn tenant_namespace_alive(&self, namespace: &str) -> bool {
-        self.tenant
-            .namespaces
-            .get("", namespace)
-            .is_some_and(|n| !deleting(&n))
-    }
-
-    /// Whether a super object is ferry's copy of `key`'s tenant object.
-    fn is_copy_of(&self, object: &Value, key: &Key, namespaced: bool) -> bool {
-        label(object, LABEL_TENANT) == Some(&*self.tenant.name)
-            && annotation(object, ANN_TENANT_NAME) == Some(key.name.as_str())
-            && (!namespaced || annotation(object, ANN_TENANT_NAMESPACE) == Some(&key.namespace))
-    }
-
-    /// A toSuper key: the super copy follows the tenant object; status and super-owned
-    /// fields follow the super copy.
-    async fn down(&self, key: &Key, idx: usize, resource: &Resource) -> Result<Outcome> {
-        let tenant_cache = &self.tenant.caches[idx];
-        let super_cache = &self.shared.caches[idx];
-        let (Some(tenant_kind), Some(super_kind)) = (tenant_cache.served(), super_cache.served())
-        else {
-            return Ok(Outcome::default());
-        };
-        let namespaced = resource.scope == Scope::Namespaced;
-        let names = self.tenant.names();
-        let (super_ns, super_name) = if namespaced {
-            self.tenant.learn(&key.namespace);
-            (names.to_super(&key.namespace), key.name.clone())
-        } else {
-            (String::new(), names.to_super(&key.name))
-        };
-        let actual = super_cache
-            .get(&super_ns, &super_name)
-            .filter(|s| self.is_copy_of(s, key, namespaced));
-        let object = tenant_cache
-            .get(&key.namespace, &key.name)
-            .filter(|o| !deleting(o));
-        // Everything in a namespace being deleted goes with it.
-        let namespace_alive = !namespaced || self.tenant_namespace_alive(&key.namespace);
-        let wanted = match &object {
-            None => false,
-            Some(_) if !namespace_alive => false,
-            Some(_) if resource.dependency => self.tenant.memory().refs.is_referenced(&(
-                idx,
-                key.namespace.clone(),
-                key.name.clone(),
-            )),
-            Some(_) => true,
-        };
-        // Nothing changed since a reconcile that found nothing to do: skip the translation.
-        // (The patrol queues every key; this keeps it cheap.)
-        let seen = (
-            object.as_deref().map(rv).unwrap_or_default(),
-            actual.as_deref().map(rv).unwrap_or_default(),
-            wanted,
-        );
-        if wanted && self.tenant.memory().settled.get(key) == Some(&seen) {
-            return Ok(Outcome::default());
-        }
-        self.tenant.memory().settled.remove(key);
-        let accepted = match object.filter(|_| wanted) {
-            None => {
-                if !resource.dependency {
-                    self.update_references(key, Vec::new());
-                }
-                self.accepted(key);
-                None
-            }
-            Some(object) => match self.translate(resource, (*object).clone(), true).await {
-                Ok(translated) => Some((object, translated)),
-                Err(refusal) => {
-                    self.refuse(key, Some(&object), &refusal).await;
-                    // Out of the selection: its copy goes. Other refusals leave the copy.
-                    if refusal.reason != Reason::NotSelected {
-                        return Ok(Outcome::default());
-                    }
-                    None
-                }
-            },
-        };
-        let Some((object, translated)) = accepted else {
-            return self
-                .remove_copy(
-                    key,
-                    &super_kind.resource,
-                    actual,
-                    &super_ns,
-                    &super_name,
-                    idx,
-                )
-                .await;
-        };
-        if !resource.dependency {
-            self.set_references(key, &translated.references);
-        }
-        let mut desired = translated.object;
-        let hash = digest(&desired);
-        set_annotation(&mut desired, ANN_APPLIED, hash.clone());
-        if namespaced {
-            if let Some(outcome) = self.ensure_namespace(key, &object, &super_ns).await? {
-                return Ok(outcome);
-            }
-        }
-        let tenant_uid = meta_str(&object, "uid").unwrap_or("");
-        let writer = &self.shared.writer;
-        let mut wrote = false;
-        let current = match actual {
-            Some(s) if deleting(&s) => return Ok(Outcome::again(WAIT_FOR_DELETION)),
-            Some(s) if annotation(&s, ANN_TENANT_UID) != Some(tenant_uid) => {
-                // The copy of an earlier tenant object of the same name: replace it.
-                tracing::info!(tenant = %self.tenant.name, object = %self.describe(key), "tenant uid changed; replacing the super copy");
-                writer
-                    .delete(
-                        &super_kind.resource,
-                        &super_ns,
-                        &super_name,
-                        meta_str(&s, "uid").unwrap_or(""),
-                    )
-                    .await?;
-                super_cache.forget(&super_ns, &super_name);
-                return Ok(Outcome {
-                    wrote: true,
-                    again: Some(Duration::from_millis(100)),
-                });
-            }
-            Some(s)
-                if annotation(&s, ANN_APPLIED) == Some(hash.as_str())
-                    && (self.wrote_this(key, "down", &hash, &s) || holds(&s, &desired)) =>
-            {
-                s
-            }
-            Some(s) => {
-                tracing::debug!(tenant = %self.tenant.name, object = %self.describe(key), same_digest = annotation(&s, ANN_APPLIED) == Some(hash.as_str()), "the super copy differs; applying");
-                wrote = true;
-                Arc::new(writer.apply(&super_kind.resource, &desired).await?)
-            }
-            None => {
-                // The cache holds only ferry's copies; a same-named object may still exist.
-                match writer
-                    .get(&super_kind.resource, &super_ns, &super_name)
-                    .await?
-                {
-                    Some(found) if !self.is_copy_of(&found, key, namespaced) => {
-                        let owner = match label(&found, LABEL_TENANT) {
-                            Some(t) => format!("it belongs to tenant {t:?}"),
-                            None => {
-                                format!("it has no {LABEL_TENANT} label, so ferry does not own it")
-                            }
-                        };
-                        let refusal = Refusal::new(
-                            Reason::SyncConflict,
-                            format!(
-                                "super object {} already exists and {owner}; it is left untouched",
-                                slash(&super_ns, &super_name)
-                            ),
-                        );
-                        self.refuse(key, Some(&object), &refusal).await;
-                        return Ok(Outcome::default());
-                    }
-                    _ => {
-                        wrote = true;
-                        Arc::new(writer.apply(&super_kind.resource, &desired).await?)
-                    }
-                }
-            }
-        };
-        if wrote {
-            super_cache.remember((*current).clone());
-            self.record_write(key, "down", hash, &current);
-        }
-        self.accepted(key);
-        self.set_synced(key, true);
-        let up = self
-            .up(key, resource, &object, &current, &tenant_kind)
-            .await?;
-        if !up {
-            // After a write, the watch event of that write brings this very resourceVersion
-            // back: recording it now saves translating the object once more.
-            let seen = (seen.0, rv(&current), seen.2);
-            self.tenant.memory().settled.insert(key.clone(), seen);
-        }
-        Ok(Outcome::wrote(wrote || up))
-    }
-
-    /// Deletes ferry's copy, if there is one.
-    async fn remove_copy(
-        &self,
-        key: &Key,
-        resource: &ApiResource,
-        actual: Option<Arc<Value>>,
-        namespace: &str,
-        name: &str,
-        idx: usize,
-    ) -> Result<Outcome> {
-        self.set_synced(key, false);
-        let Some(copy) = actual else {
-            return Ok(Outcome::default());
-        };
-        if deleting(&copy) {
-            return Ok(Outcome::default());
-        }
-        self.shared
-            .writer
-            .delete(
-                resource,
-                namespace,
-                name,
-                meta_str(&copy, "uid").unwrap_or(""),
-            )
-            .await?;
-        self.shared.caches[idx].forget(namespace, name);
-        tracing::info!(tenant = %self.tenant.name, object = %self.describe(key), "deleted the super copy");
-        Ok(Outcome::wrote(true))
-    }
 }
-
-fn slash(namespace: &str, name: &str) -> String {
-    if namespace.is_empty() {
-        name.to_string()
-    } else {
-        format!("{namespace}/{name}")
-    }
-}
-
-mod books;
-mod namespaces;
-mod public_copy;
-mod up;

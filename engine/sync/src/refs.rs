@@ -1,24 +1,22 @@
 //! Which dependencies (kinds approved with `dependency: true`) are referenced, and by whom.
-//! A dependency is synced while at least one synced object references it.
+//! A dependency is synced while at least one synced object references it. Both ends are keys
+//! of the same tenant.
 
 use std::collections::{HashMap, HashSet};
 
-use crate::queue::Key;
-
-/// A dependency: the policy entry of its kind, its tenant namespace and name.
-pub type Target = (usize, String, String);
+use crate::key::Key;
 
 /// The references of one tenant's objects to dependencies.
 #[derive(Default)]
 pub struct RefIndex {
-    by_target: HashMap<Target, HashSet<Key>>,
-    by_referrer: HashMap<Key, Vec<Target>>,
+    by_target: HashMap<Key, HashSet<Key>>,
+    by_referrer: HashMap<Key, Vec<Key>>,
 }
 
 impl RefIndex {
     /// Records that `referrer` now references exactly `targets`; returns the targets whose
     /// referenced-ness may have changed (added or dropped).
-    pub fn set(&mut self, referrer: &Key, targets: Vec<Target>) -> Vec<Target> {
+    pub fn set(&mut self, referrer: &Key, targets: Vec<Key>) -> Vec<Key> {
         let old = self.by_referrer.remove(referrer).unwrap_or_default();
         let mut changed = Vec::new();
         for t in &old {
@@ -48,7 +46,7 @@ impl RefIndex {
     }
 
     /// Whether anything references `target`.
-    pub fn is_referenced(&self, target: &Target) -> bool {
+    pub fn is_referenced(&self, target: &Key) -> bool {
         self.by_target.contains_key(target)
     }
 }
@@ -56,31 +54,26 @@ impl RefIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::Kind;
+    use crate::key::Kind;
 
-    fn key(name: &str) -> Key {
-        Key {
-            tenant: "a".into(),
-            kind: Kind::Resource(1),
-            namespace: "ns".into(),
-            name: name.into(),
-        }
+    fn key(kind: usize, name: &str) -> Key {
+        Key::new(&"a".into(), Kind::Resource(kind), "ns", name)
     }
 
     #[test]
     fn a_target_lives_while_referenced() {
         let mut index = RefIndex::default();
-        let secret: Target = (0, "ns".into(), "creds".into());
+        let secret = key(0, "creds");
         assert_eq!(
-            index.set(&key("db1"), vec![secret.clone()]),
+            index.set(&key(1, "db1"), vec![secret.clone()]),
             vec![secret.clone()]
         );
         assert!(index
-            .set(&key("db2"), vec![secret.clone()])
+            .set(&key(1, "db2"), vec![secret.clone()])
             .contains(&secret));
-        assert_eq!(index.set(&key("db1"), vec![]), vec![secret.clone()]);
+        assert_eq!(index.set(&key(1, "db1"), vec![]), vec![secret.clone()]);
         assert!(index.is_referenced(&secret));
-        index.set(&key("db2"), vec![]);
+        index.set(&key(1, "db2"), vec![]);
         assert!(!index.is_referenced(&secret));
     }
 }

@@ -10,21 +10,19 @@
 //!                                       └─ leader election ─▶ watch<bool> gates every write
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::config::{Config, TenantConfig};
 use ferry_core::sandbox::Sandbox;
 use tokio::sync::watch;
 
-use crate::engine::{prime, Shared, TenantState};
 use crate::leader::Elector;
-use crate::metrics::{labels, Metrics, Readiness};
-use crate::queue::Key;
-use crate::reconcile::Reconciler;
-use crate::write;
+use crate::metrics::{Metrics, Readiness};
+use crate::queue::Queues;
+use crate::state::Shared;
+use crate::tenants::{follow, Running};
+use crate::workers::{work, PER_TENANT, WORKERS};
 
 /// Why `ferry run` stopped.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +35,7 @@ pub enum Error {
     Policy(#[from] ferry_core::policy::Error),
     /// A kubeconfig could not be used.
     #[error("{0}")]
-    Connect(#[from] crate::against::Error),
+    Connect(#[from] crate::client::Error),
     /// The metrics address could not be bound.
     #[error("metrics address {address}: {source}")]
     Metrics {
@@ -49,19 +47,6 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
-}
-
-impl Error {
-    /// The short name used in reports.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Config(_) => "ConfigInvalid",
-            Error::Policy(e) => e.reason(),
-            Error::Connect(e) => e.reason(),
-            Error::Metrics { .. } => "MetricsAddressInvalid",
-            Error::Signals(_) => "SignalsUnavailable",
-        }
-    }
 }
 
 /// `Result` with this module's [`Error`].
@@ -76,14 +61,6 @@ pub struct Options {
     /// Where transforms run.
     pub sandbox: Sandbox,
 }
-
-/// How many keys are reconciled at once.
-const WORKERS: usize = 16;
-/// How often the configuration file is read for changes.
-const CONFIG_POLL: Duration = Duration::from_secs(1);
-/// Retry backoff bounds for failed reconciles.
-const BACKOFF_MIN: Duration = Duration::from_millis(200);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// This replica's name in the Lease and in Events.
 fn identity() -> String {
@@ -104,18 +81,20 @@ fn identity() -> String {
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
-    let super_client = crate::against::connect(&config.super_kubeconfig).await?;
+    let super_clients = crate::client::clients(&config.super_kubeconfig).await?;
     let identity = identity();
     let metrics = Arc::new(Metrics::default());
     let (leader_tx, leader_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
     let elect = options.leader_elect || config.leader_election.enabled;
+    let queues = Arc::new(Queues::new(PER_TENANT, Some(metrics.queue_depth.clone())));
     let shared = Shared::new(
         policy.clone(),
         Arc::new(options.sandbox),
-        super_client.clone(),
+        super_clients.clone(),
         metrics.clone(),
         leader_rx.clone(),
+        queues,
     );
     let readiness: Readiness = {
         let shared = Arc::downgrade(&shared);
@@ -142,7 +121,7 @@ pub async fn run(options: Options) -> Result<()> {
     );
     let elector = if elect {
         let elector = Elector::new(
-            super_client.clone(),
+            super_clients.requests.clone(),
             &config.leader_election.namespace,
             &config.leader_election.lease,
             identity.clone(),
@@ -262,117 +241,6 @@ fn readiness(shared: &Shared) -> (bool, String) {
     (ready, lines.join("\n"))
 }
 
-/// The running tenants and how to change them.
-struct Running {
-    shared: Arc<Shared>,
-    identity: String,
-}
-
-impl Running {
-    /// Starts, restarts and stops tenants so that exactly `wanted` run.
-    async fn apply(&mut self, wanted: &[TenantConfig]) {
-        let current: Vec<(Arc<str>, PathBuf)> = self
-            .shared
-            .all_tenants()
-            .iter()
-            .map(|t| (t.name.clone(), t.kubeconfig.clone()))
-            .collect();
-        for (name, kubeconfig) in &current {
-            let keep = wanted
-                .iter()
-                .any(|w| w.name.as_str() == &**name && &w.kubeconfig == kubeconfig);
-            if !keep {
-                self.stop(name);
-            }
-        }
-        let mut failed = BTreeMap::new();
-        for w in wanted {
-            if self.shared.tenant(w.name.as_str()).is_some() {
-                continue;
-            }
-            match crate::against::connect(&w.kubeconfig).await {
-                Ok(client) => {
-                    let tenant = TenantState::start(
-                        &self.shared,
-                        w.name.clone(),
-                        client,
-                        w.kubeconfig.clone(),
-                        &self.identity,
-                    );
-                    tenant.own(tokio::spawn(prime(self.shared.clone(), tenant.clone())));
-                    self.shared
-                        .tenants
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(tenant.name.clone(), tenant);
-                    tracing::info!(tenant = %w.name.as_str(), kubeconfig = %w.kubeconfig.display(), "tenant added");
-                }
-                Err(e) => {
-                    tracing::error!(tenant = %w.name.as_str(), error = %e, "tenant not started");
-                    failed.insert(w.name.as_str().to_string(), e.to_string());
-                }
-            }
-        }
-        *self
-            .shared
-            .failed_tenants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = failed;
-    }
-
-    fn stop(&self, name: &str) {
-        self.shared.queues.remove_tenant(name);
-        let removed = self
-            .shared
-            .tenants
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        if let Some(tenant) = &removed {
-            tenant.stop();
-            // Its copies in the super cluster stay: removing a tenant from the file stops
-            // syncing it, it does not delete its workloads.
-            tracing::info!(tenant = %name, "tenant removed; its super objects are left in place");
-        }
-    }
-}
-
-/// Reads the configuration file every second; tenant changes take effect at once, other
-/// changes need a restart (and say so).
-async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
-    let mut last = std::fs::read(&path).unwrap_or_default();
-    loop {
-        tokio::time::sleep(CONFIG_POLL).await;
-        let Ok(now) = std::fs::read(&path) else {
-            continue;
-        };
-        if now == last {
-            continue;
-        }
-        last = now;
-        match ferry_core::config::load(&path) {
-            Ok(next) => {
-                if differs_beyond_tenants(&config, &next) {
-                    tracing::warn!(config = %path.display(), "only tenant changes apply while running; restart ferry to apply the other changes");
-                }
-                running.apply(&next.tenants).await;
-                config.tenants = next.tenants;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "configuration not applied; the running one stays")
-            }
-        }
-    }
-}
-
-fn differs_beyond_tenants(a: &Config, b: &Config) -> bool {
-    let strip = |c: &Config| Config {
-        tenants: Vec::new(),
-        ..c.clone()
-    };
-    strip(a) != strip(b)
-}
-
 /// Resyncs every primed tenant every `interval`.
 async fn patrol(shared: Arc<Shared>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
@@ -389,83 +257,4 @@ async fn patrol(shared: Arc<Shared>, interval: Duration) {
         }
         tracing::debug!("patrol queued every key");
     }
-}
-
-/// One worker: takes keys in turn and reconciles them; failures are retried with backoff.
-async fn work(shared: Arc<Shared>) {
-    let mut leader = shared.leader.clone();
-    loop {
-        if leader.wait_for(|l| *l).await.is_err() {
-            return;
-        }
-        let Some((key, since)) = shared.queues.next().await else {
-            return;
-        };
-        if let Some(tenant) = shared.tenant(&key.tenant) {
-            let result = Reconciler::new(&shared, &tenant).reconcile(&key).await;
-            finish(&shared, &key, since, result);
-        }
-        shared.queues.done(&key);
-    }
-}
-
-fn finish(
-    shared: &Arc<Shared>,
-    key: &Key,
-    since: std::time::Instant,
-    result: std::result::Result<crate::reconcile::Outcome, write::Error>,
-) {
-    match result {
-        Ok(outcome) => {
-            shared
-                .failures
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(key);
-            if outcome.wrote {
-                shared
-                    .metrics
-                    .sync_latency
-                    .observe(since.elapsed().as_secs_f64());
-            }
-            if let Some(after) = outcome.again {
-                later(shared, key.clone(), after);
-            }
-        }
-        // Leadership moved: the new leader resyncs everything.
-        Err(write::Error::NotLeader) => {}
-        Err(e) => {
-            let attempt = {
-                let mut failures = shared.failures.lock().unwrap_or_else(|e| e.into_inner());
-                let n = failures.entry(key.clone()).or_insert(0);
-                *n += 1;
-                *n
-            };
-            let delay = BACKOFF_MIN
-                .saturating_mul(1 << attempt.min(8))
-                .min(BACKOFF_MAX);
-            shared
-                .metrics
-                .errors
-                .get_or_create(&labels(&[("tenant", &key.tenant)]))
-                .inc();
-            tracing::warn!(
-                tenant = %key.tenant,
-                key = %format!("{:?} {}/{}", key.kind, key.namespace, key.name),
-                attempt,
-                retry_in = ?delay,
-                error = %e,
-                "sync failed; retrying"
-            );
-            later(shared, key.clone(), delay);
-        }
-    }
-}
-
-fn later(shared: &Arc<Shared>, key: Key, after: Duration) {
-    let queues = shared.queues.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        queues.add(key);
-    });
 }

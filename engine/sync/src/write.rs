@@ -78,11 +78,6 @@ impl Writer {
         }
     }
 
-    /// The client (for reads).
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
         if namespace.is_empty() {
             Api::all_with(self.client.clone(), resource)

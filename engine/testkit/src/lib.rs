@@ -10,8 +10,6 @@
 //! Tests point at a user's own clusters with `FERRY_CLUSTERS_DIR` (a directory holding
 //! `super.kubeconfig` and one `<tenant>.kubeconfig` per tenant).
 
-#![forbid(unsafe_code)]
-
 pub mod faults;
 pub mod live;
 pub mod object;

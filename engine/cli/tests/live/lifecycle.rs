@@ -140,7 +140,6 @@ pub async fn restart_without_writes(identity: Identity) -> Result<()> {
     env.finish(ferry).await
 }
 
-
 pub async fn leader_election(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "leader").await?;
     let mut settings = env.settings(&["team-a"]);

@@ -8,7 +8,6 @@
 
 // Load errors carry every location a user needs to fix the file; they happen once per load,
 // so their size costs nothing worth boxing for.
-#![allow(clippy::result_large_err)]
 
 pub mod load;
 pub mod model;
@@ -80,19 +79,6 @@ pub enum Error {
         /// The schema's own error (with its file and line).
         source: Box<crate::schema::Error>,
     },
-}
-
-impl Error {
-    /// The short name used in reports.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Read { .. } => "PolicyUnreadable",
-            Error::Invalid { .. } => "PolicyInvalid",
-            Error::Duplicate { .. } => "DuplicateKind",
-            Error::PinMismatch { .. } => "PinMismatch",
-            Error::Schema { .. } => "SchemaInvalid",
-        }
-    }
 }
 
 /// `Result` with this module's [`Error`].

@@ -79,11 +79,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// The short name used for Events and metric labels.
-    pub fn reason(&self) -> &'static str {
-        "TransformFailed"
-    }
-
     /// The limit that stopped the call, if one did.
     pub fn limit(&self) -> Option<&str> {
         match self {

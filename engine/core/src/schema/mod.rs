@@ -62,18 +62,6 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// The short name used in reports.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Read { .. } => "SchemaUnreadable",
-            Error::Parse { .. } => "SchemaInvalid",
-            Error::NoSchema { .. } => "SchemaMissing",
-            Error::Annotation { .. } => "AnnotationInvalid",
-        }
-    }
-}
-
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -1,16 +1,18 @@
 //! What flows up: a super copy's status and super-owned fields into the tenant object.
 
 use ferry_core::policy::Resource;
-use serde_json::{Map, Value};
+use ferry_core::schema::{Node, Rule};
+use serde_json::Value;
 
 use super::{Reconciler, Result};
 use crate::cache::Served;
-use crate::compare::digest;
-use crate::compare::holds;
-use crate::queue::{Key, Kind};
+use crate::decide;
+use crate::key::{Key, Kind};
+use crate::ledger::Part;
 
 impl Reconciler<'_> {
-    /// Status and super-owned fields of the super copy flow up into the tenant object.
+    /// Status and super-owned fields of the super copy `current` flow up into the tenant
+    /// object; whether anything was written.
     pub(super) async fn up(
         &self,
         key: &Key,
@@ -19,6 +21,9 @@ impl Reconciler<'_> {
         current: &Value,
         tenant_kind: &Served,
     ) -> Result<bool> {
+        let Kind::Resource(idx) = key.kind else {
+            return Ok(false);
+        };
         // Nothing flows up until the super side writes status or a super-owned field.
         if current.get("status").is_none() && !carries_owned(&resource.plan.root, current) {
             return Ok(false);
@@ -30,55 +35,21 @@ impl Reconciler<'_> {
                 return Ok(false);
             }
         };
-        let Value::Object(mut fragment) = fragment else {
-            return Ok(false);
+        let writes = {
+            let ledger = self.tenant.ledger();
+            decide::up(fragment, object, tenant_kind.has_status, |part, hash| {
+                ledger.wrote(key, part, hash, object)
+            })
         };
-        let mut head = Map::new();
-        for k in ["apiVersion", "kind", "metadata"] {
-            if let Some(v) = fragment.remove(k) {
-                head.insert(k.into(), v);
-            }
-        }
-        let status = fragment.remove("status");
-        let mut owned = fragment;
-        let mut wrote = false;
-        let writer = &self.tenant.writer;
-        let cache = match key.kind {
-            Kind::Resource(idx) => &self.tenant.caches[idx],
-            Kind::Namespace => return Ok(false),
-        };
-        if let Some(status) = status {
-            if tenant_kind.has_status {
-                let hash = digest(&status);
-                if object.get("status") != Some(&status)
-                    && !self.wrote_this(key, "status", &hash, object)
-                {
-                    let mut body = head.clone();
-                    body.insert("status".into(), status);
-                    let out = writer
-                        .apply_status(&tenant_kind.resource, &Value::Object(body))
-                        .await?;
-                    self.record_write(key, "status", hash, &out);
-                    cache.remember(out);
-                    wrote = true;
-                }
-            } else {
-                owned.insert("status".into(), status);
-            }
-        }
-        if !owned.is_empty() {
-            let want = Value::Object(owned.clone());
-            let hash = digest(&want);
-            if !holds(object, &want) && !self.wrote_this(key, "object", &hash, object) {
-                let mut body = head;
-                body.extend(owned);
-                let out = writer
-                    .apply(&tenant_kind.resource, &Value::Object(body))
-                    .await?;
-                self.record_write(key, "object", hash, &out);
-                cache.remember(out);
-                wrote = true;
-            }
+        let wrote = !writes.is_empty();
+        for (part, hash, body) in writes {
+            let writer = &self.tenant.writer;
+            let out = match part {
+                Part::Status => writer.apply_status(&tenant_kind.resource, &body).await?,
+                _ => writer.apply(&tenant_kind.resource, &body).await?,
+            };
+            self.tenant.ledger().record_write(key, part, hash, &out);
+            self.tenant.caches[idx].remember(out);
         }
         Ok(wrote)
     }
@@ -86,10 +57,10 @@ impl Reconciler<'_> {
 
 /// Whether `value` holds a field marked `x-ferry-owner: super` (looked up as ferry-core copies
 /// them up: through objects, not into arrays).
-pub(super) fn carries_owned(node: &ferry_core::schema::Node, value: &Value) -> bool {
+fn carries_owned(node: &Node, value: &Value) -> bool {
     node.fields.iter().any(|(key, child)| match value.get(key) {
         None => false,
-        Some(_) if child.has(|r| matches!(r, ferry_core::schema::Rule::OwnerSuper)) => true,
+        Some(_) if child.has(|r| matches!(r, Rule::OwnerSuper)) => true,
         Some(inner) => inner.is_object() && carries_owned(child, inner),
     })
 }

@@ -5,7 +5,6 @@
 //!
 //! Usage: `ferry-demo --ferry target/debug/ferry [--keep]`
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -16,35 +15,13 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
+#[path = "ferry-demo/report.rs"]
+mod report;
+
+use report::{done, item, ms, progress, step, summary, Row};
+
 const WAIT: Duration = Duration::from_secs(30);
 const NS: &str = "shop";
-
-struct Row {
-    tenant: &'static str,
-    object: String,
-    super_object: String,
-    outcome: String,
-    latency: Option<Duration>,
-}
-
-fn step(n: usize, total: usize, title: &str) {
-    println!("\n\x1b[1m[{n}/{total}] {title}\x1b[0m");
-}
-
-fn progress(text: &str) {
-    print!("    {text} … ");
-    let _ = std::io::stdout().flush();
-}
-
-fn done(text: &str) {
-    println!("\x1b[32m✓\x1b[0m {text}");
-}
-
-/// A finished item on its own line.
-fn item(text: &str) {
-    print!("    ");
-    done(text);
-}
 
 /// Server-side applies `object` as `manager` (so that re-running the demo is harmless).
 async fn apply(client: &Client, manager: &str, object: Value) -> Result<Value> {
@@ -97,10 +74,6 @@ async fn appears(
     })
     .await?;
     Ok((object, since.elapsed()))
-}
-
-fn ms(d: Duration) -> String {
-    format!("{} ms", d.as_millis())
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -429,18 +402,7 @@ async fn main() -> Result<()> {
         latency: Some(d),
     });
 
-    println!("\n\x1b[1mSummary\x1b[0m");
-    println!(
-        "  {:<8} {:<32} {:<34} {:<15} {:>8}",
-        "tenant", "object", "super", "outcome", "latency"
-    );
-    for r in &rows {
-        let latency = r.latency.map(ms).unwrap_or_else(|| "-".into());
-        println!(
-            "  {:<8} {:<32} {:<34} {:<15} {:>8}",
-            r.tenant, r.object, r.super_object, r.outcome, latency
-        );
-    }
+    summary(&rows);
     let writes = ferry.metric("ferry_writes_total", &[]).await?;
     let super_writes = ferry
         .metric("ferry_writes_total", &[("cluster", "super")])
@@ -474,7 +436,7 @@ async fn main() -> Result<()> {
     } else {
         progress("stopping ferry");
         ferry.stop()?;
-        done("stopped");
+        done("ferry stopped");
     }
     Ok(())
 }

@@ -1,0 +1,274 @@
+//! Every reconcile decision, as pure functions of what should exist, what does, and what
+//! ferry remembers writing: they return an [`Action`] and never touch an API server. The
+//! executors in `reconcile` read the caches, translate, call these, and carry the action out.
+//!
+//! Invariants decided here, once: ferry never writes over a super object or namespace that
+//! lacks its ownership metadata for the key's tenant, never over a tenant object it did not
+//! copy from the super cluster, and writes nothing when the object already holds what it
+//! would write.
+
+use ferry_core::translate::{Reason, Refusal};
+use serde_json::{json, Map, Value};
+
+use crate::compare::{digest, holds, same_copy, ANN_APPLIED};
+use crate::key::{slash, Key};
+use crate::ledger::{Part, Seen};
+use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
+
+/// What to do about one object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// It is as it should be.
+    Nothing,
+    /// It is being deleted (finalizers): look again later.
+    Wait,
+    /// Create it.
+    Create(Value),
+    /// Server-side apply it.
+    Apply(Value),
+    /// Replace it (the body carries the resourceVersion that guards the write).
+    Replace(Value),
+    /// Merge-patch it.
+    Patch(Value),
+    /// Delete the object with this uid.
+    Delete {
+        /// Its uid (the delete's precondition).
+        uid: String,
+    },
+    /// Delete the copy (this uid) of an earlier tenant object of the same name; the next
+    /// reconcile writes the new one.
+    Recreate {
+        /// The old copy's uid.
+        uid: String,
+    },
+    /// The cache cannot tell whether someone else's object holds the name: read it from the
+    /// API server and decide again (`checked`, `public_checked`) with this desired object.
+    Check(Value),
+    /// Write nothing and report why.
+    Refuse(Refusal),
+}
+
+/// Whether a toSuper object should have a super copy: it exists, its namespace is alive, and a
+/// dependency is referenced by a synced object.
+pub fn wanted(exists: bool, namespace_alive: bool, dependency: bool, referenced: bool) -> bool {
+    exists && namespace_alive && (!dependency || referenced)
+}
+
+/// Whether a reconcile can be skipped: the object is wanted and nothing changed since a
+/// reconcile that found nothing to do.
+pub fn settled(seen: &Seen, last: Option<&Seen>) -> bool {
+    seen.wanted && last == Some(seen)
+}
+
+/// The super copy to write: the translation with the digest ferry compares by.
+pub fn stamped(mut translated: Value) -> (Value, String) {
+    let hash = digest(&translated);
+    crate::object::set_annotation(&mut translated, ANN_APPLIED, hash.clone());
+    (translated, hash)
+}
+
+/// A wanted tenant object (uid `tenant_uid`) whose super copy should be `desired` (digest
+/// `hash`); `actual` is ferry's copy in the cache, and `wrote` whether ferry's last write
+/// produced it.
+pub fn to_super(
+    desired: &Value,
+    hash: &str,
+    actual: Option<&Value>,
+    tenant_uid: &str,
+    wrote: bool,
+) -> Action {
+    match actual {
+        None => Action::Check(desired.clone()),
+        Some(s) if deleting(s) => Action::Wait,
+        Some(s) if Ownership::of(s).uid != Some(tenant_uid) => Action::Recreate {
+            uid: uid(s).to_string(),
+        },
+        Some(s) if annotation(s, ANN_APPLIED) == Some(hash) && (wrote || holds(s, desired)) => {
+            Action::Nothing
+        }
+        Some(_) => Action::Apply(desired.clone()),
+    }
+}
+
+/// After [`Action::Check`] of a super copy: `found` is what holds the name in the super
+/// cluster. Someone else's object is refused, never overwritten.
+pub fn checked(found: Option<&Value>, key: &Key, namespaced: bool, desired: &Value) -> Action {
+    match found {
+        Some(f) if !Ownership::of(f).is_copy_of(key, namespaced) => {
+            let at = slash(
+                meta_str(f, "namespace").unwrap_or(""),
+                meta_str(f, "name").unwrap_or(""),
+            );
+            Action::Refuse(Refusal::new(
+                Reason::SyncConflict,
+                format!(
+                    "super object {at} already exists and {}; it is left untouched",
+                    Ownership::of(f).owner()
+                ),
+            ))
+        }
+        _ => Action::Apply(desired.clone()),
+    }
+}
+
+/// An object that should not exist (any more): delete it unless it is gone or going.
+pub fn remove(actual: Option<&Value>) -> Action {
+    match actual {
+        Some(a) if !deleting(a) => Action::Delete {
+            uid: uid(a).to_string(),
+        },
+        _ => Action::Nothing,
+    }
+}
+
+/// The super namespace `name` that a tenant object in `tenant_ns` needs: `found` is what
+/// holds the name, `labels` what it should copy from the tenant namespace. `Nothing` and
+/// `Patch` let the object go on; `Create` too, once made.
+pub fn super_namespace(
+    found: Option<&Value>,
+    tenant: &str,
+    tenant_ns: &str,
+    name: &str,
+    labels: &Map<String, Value>,
+) -> Action {
+    use ferry_core::translate::{ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT};
+    match found {
+        Some(ns) if Ownership::of(ns).is_namespace_of(tenant, tenant_ns) => {
+            if deleting(ns) {
+                return Action::Wait;
+            }
+            crate::namespace_labels::patch(ns, labels).map_or(Action::Nothing, Action::Patch)
+        }
+        Some(ns) => Action::Refuse(Refusal::new(
+            Reason::SyncConflict,
+            format!(
+                "super namespace {name:?} exists and {}; nothing is written into it",
+                Ownership::of(ns).owner()
+            ),
+        )),
+        None => {
+            let mut all = labels.clone();
+            let copied = crate::namespace_labels::recorded(labels);
+            all.insert(LABEL_TENANT.into(), json!(tenant));
+            Action::Create(json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": name,
+                    "labels": all,
+                    "annotations": {ANN_TENANT_NAMESPACE: tenant_ns, ANN_TENANT_LABELS: copied},
+                },
+            }))
+        }
+    }
+}
+
+/// A tenant namespace (`alive` or gone) and its super namespace `found`: labels follow while
+/// it lives; it is deleted when the tenant namespace goes. Never a namespace ferry does not own.
+pub fn tenant_namespace(
+    alive: bool,
+    found: Option<&Value>,
+    tenant: &str,
+    tenant_ns: &str,
+    labels: &Map<String, Value>,
+) -> Action {
+    let Some(ns) = found else {
+        return Action::Nothing;
+    };
+    if !Ownership::of(ns).is_namespace_of(tenant, tenant_ns) || deleting(ns) {
+        return Action::Nothing;
+    }
+    if alive {
+        crate::namespace_labels::patch(ns, labels).map_or(Action::Nothing, Action::Patch)
+    } else {
+        remove(Some(ns))
+    }
+}
+
+/// A tenant's copy of a public super object: `desired` (none when the object is gone or not
+/// selected), `copy` the tenant's copy in the cache, `wrote` whether ferry's last write
+/// produced it. A tenant's edit of the copy is reverted.
+pub fn public_copy(desired: Option<&Value>, copy: Option<&Value>, wrote: bool) -> Action {
+    match (desired, copy) {
+        (None, copy) => remove(copy),
+        (Some(d), None) => Action::Check(d.clone()),
+        (Some(d), Some(c)) if same_copy(c, d) || wrote => Action::Nothing,
+        (Some(d), Some(c)) => Action::Replace(guarded(d, c)),
+    }
+}
+
+/// After [`Action::Check`] of a public copy: `found` holds the name in the tenant. The
+/// tenant's own object is never overwritten.
+pub fn public_checked(found: Option<&Value>, desired: &Value, what: &str) -> Action {
+    match found {
+        Some(f) if !Ownership::of(f).from_super => Action::Refuse(Refusal::new(
+            Reason::SyncConflict,
+            format!(
+                "the tenant has its own {what}; the public super object of that name is not copied over it"
+            ),
+        )),
+        Some(f) => Action::Replace(guarded(desired, f)),
+        None => Action::Create(desired.clone()),
+    }
+}
+
+/// `desired` with the resourceVersion of `actual`, so that a replace fails if it changed.
+fn guarded(desired: &Value, actual: &Value) -> Value {
+    let mut body = desired.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv(actual).into()));
+    }
+    body
+}
+
+/// What flows up into the tenant object `object`: `fragment` is the translated super copy
+/// (type, metadata, status and super-owned fields). Status goes through the status
+/// subresource when the kind has one (`has_status`), with the object otherwise. `wrote(part,
+/// digest)` says whether ferry's last write of that part produced `object`.
+pub fn up(
+    fragment: Value,
+    object: &Value,
+    has_status: bool,
+    wrote: impl Fn(Part, &str) -> bool,
+) -> Vec<(Part, String, Value)> {
+    let Value::Object(mut fragment) = fragment else {
+        return Vec::new();
+    };
+    let mut head = Map::new();
+    for k in ["apiVersion", "kind", "metadata"] {
+        if let Some(v) = fragment.remove(k) {
+            head.insert(k.into(), v);
+        }
+    }
+    let status = fragment.remove("status");
+    let mut owned = fragment;
+    let mut writes = Vec::new();
+    match status {
+        Some(status) if has_status => {
+            let hash = digest(&status);
+            if object.get("status") != Some(&status) && !wrote(Part::Status, &hash) {
+                let mut body = head.clone();
+                body.insert("status".into(), status);
+                writes.push((Part::Status, hash, Value::Object(body)));
+            }
+        }
+        Some(status) => {
+            owned.insert("status".into(), status);
+        }
+        None => {}
+    }
+    if !owned.is_empty() {
+        let want = Value::Object(owned.clone());
+        let hash = digest(&want);
+        if !holds(object, &want) && !wrote(Part::Object, &hash) {
+            let mut body = head;
+            body.extend(owned);
+            writes.push((Part::Object, hash, Value::Object(body)));
+        }
+    }
+    writes
+}
+
+#[cfg(test)]
+#[path = "decide/tests.rs"]
+mod tests;

@@ -1,0 +1,84 @@
+//! The unit of work: an object of a tenant, named as the tenant names it. Everything ferry
+//! does for that object (its super copy, the status that flows back, a public copy, a super
+//! namespace) is done under its key.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// What a key names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// An approved kind: the index of its entry in the policy.
+    Resource(usize),
+    /// A tenant namespace (its super namespace follows it).
+    Namespace,
+}
+
+/// One object of one tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// The kind.
+    pub kind: Kind,
+    /// The tenant namespace (empty for cluster-scoped objects and namespaces).
+    pub namespace: String,
+    /// The tenant name.
+    pub name: String,
+}
+
+impl Key {
+    /// The key of `namespace`/`name` of `kind` in `tenant`.
+    pub fn new(tenant: &Arc<str>, kind: Kind, namespace: &str, name: &str) -> Self {
+        Self {
+            tenant: tenant.clone(),
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The same tenant's object `namespace`/`name` of `kind`.
+    pub fn sibling(&self, kind: Kind, namespace: &str, name: &str) -> Self {
+        Self::new(&self.tenant, kind, namespace, name)
+    }
+}
+
+/// `tenant/namespace/name` (`tenant/name` when cluster-scoped): how logs name a key. The kind
+/// is the policy's to name (see `Shared::describe`).
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/", self.tenant)?;
+        if !self.namespace.is_empty() {
+            write!(f, "{}/", self.namespace)?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
+/// `namespace/name`, or `name` when cluster-scoped.
+pub fn slash(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_display_as_the_tenant_names_them() {
+        let tenant: Arc<str> = "team-a".into();
+        assert_eq!(
+            Key::new(&tenant, Kind::Resource(0), "shop", "orders").to_string(),
+            "team-a/shop/orders"
+        );
+        assert_eq!(
+            Key::new(&tenant, Kind::Namespace, "", "shop").to_string(),
+            "team-a/shop"
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! Reading objects as JSON: their metadata, and the ownership metadata ferry puts on what it
+//! writes, read in one place.
+//!
+//! ```text
+//!  super copy     label ferry.dev/tenant + annotations tenant-namespace, tenant-name, tenant-uid
+//!  super namespace label ferry.dev/tenant + annotation tenant-namespace
+//!  tenant copy    label ferry.dev/from-super=true (of a public super object)
+//! ```
+
+use std::sync::Arc;
+
+use ferry_core::translate::{
+    ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
+};
+use serde_json::{Map, Value};
+
+use crate::key::{Key, Kind};
+
+/// `metadata.<key>` as a string.
+pub fn meta_str<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get(key)?.as_str()
+}
+
+/// `metadata.resourceVersion`, or empty.
+pub fn rv(object: &Value) -> &str {
+    meta_str(object, "resourceVersion").unwrap_or("")
+}
+
+/// `metadata.uid`, or empty.
+pub fn uid(object: &Value) -> &str {
+    meta_str(object, "uid").unwrap_or("")
+}
+
+/// A label's value.
+pub fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+/// An annotation's value.
+pub fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object
+        .get("metadata")?
+        .get("annotations")?
+        .get(key)?
+        .as_str()
+}
+
+/// Whether the object is being deleted.
+pub fn deleting(object: &Value) -> bool {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+}
+
+/// Sets an annotation.
+pub fn set_annotation(object: &mut Value, key: &str, value: String) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(a) = annotations {
+        a.insert(key.to_string(), Value::String(value));
+    }
+}
+
+/// An object's place in a cache: namespace (empty when cluster-scoped) and name.
+pub type ObjKey = (String, String);
+
+/// The cache key of an object.
+pub fn key_of(object: &Value) -> Option<ObjKey> {
+    let meta = object.get("metadata")?;
+    let name = meta.get("name")?.as_str()?.to_string();
+    let namespace = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some((namespace, name))
+}
+
+/// The ownership metadata of an object, as ferry writes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ownership<'v> {
+    /// Label `ferry.dev/tenant`: the tenant a super object belongs to.
+    pub tenant: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-namespace`.
+    pub namespace: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-name`.
+    pub name: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-uid`: the tenant object a copy was made from.
+    pub uid: Option<&'v str>,
+    /// Label `ferry.dev/from-super=true`: a tenant's copy of a public super object.
+    pub from_super: bool,
+}
+
+impl<'v> Ownership<'v> {
+    /// Reads the ownership metadata of `object`.
+    pub fn of(object: &'v Value) -> Self {
+        Self {
+            tenant: label(object, LABEL_TENANT),
+            namespace: annotation(object, ANN_TENANT_NAMESPACE),
+            name: annotation(object, ANN_TENANT_NAME),
+            uid: annotation(object, ANN_TENANT_UID),
+            from_super: label(object, LABEL_FROM_SUPER) == Some("true"),
+        }
+    }
+
+    /// Whether a super object is ferry's copy of `key`'s tenant object.
+    pub fn is_copy_of(&self, key: &Key, namespaced: bool) -> bool {
+        self.tenant == Some(&*key.tenant)
+            && self.name == Some(key.name.as_str())
+            && (!namespaced || self.namespace == Some(key.namespace.as_str()))
+    }
+
+    /// Whether a super namespace is `tenant`'s, made for its namespace `namespace`.
+    pub fn is_namespace_of(&self, tenant: &str, namespace: &str) -> bool {
+        self.tenant == Some(tenant) && self.namespace == Some(namespace)
+    }
+
+    /// The key of the tenant object a super object (copy or namespace) was made for.
+    pub fn key(&self, kind: Kind, namespaced: bool) -> Option<Key> {
+        let tenant: Arc<str> = self.tenant?.into();
+        let (namespace, name) = match kind {
+            Kind::Namespace => ("", self.namespace?),
+            Kind::Resource(_) if namespaced => (self.namespace?, self.name?),
+            Kind::Resource(_) => ("", self.name?),
+        };
+        Some(Key::new(&tenant, kind, namespace, name))
+    }
+
+    /// Why ferry does not write a super object that is not its copy, for refusals.
+    pub fn owner(&self) -> String {
+        match (self.tenant, self.namespace) {
+            (Some(t), Some(n)) => format!("it belongs to tenant {t:?} (namespace {n:?})"),
+            (Some(t), None) => format!("it belongs to tenant {t:?}"),
+            (None, _) => format!("it has no {LABEL_TENANT} label, so ferry does not own it"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn super_objects_name_their_tenant_object() {
+        let copy = json!({"metadata": {
+            "name": "orders", "namespace": "team-a-shop",
+            "labels": {"ferry.dev/tenant": "team-a"},
+            "annotations": {"ferry.dev/tenant-namespace": "shop", "ferry.dev/tenant-name": "orders"},
+        }});
+        let owner = Ownership::of(&copy);
+        let key = owner.key(Kind::Resource(3), true).unwrap();
+        assert_eq!(key.to_string(), "team-a/shop/orders");
+        assert!(owner.is_copy_of(&key, true));
+        let other = Key::new(&"team-b".into(), Kind::Resource(3), "shop", "orders");
+        assert!(!owner.is_copy_of(&other, true));
+        let namespace = json!({"metadata": {
+            "name": "team-a-shop",
+            "labels": {"ferry.dev/tenant": "team-a"},
+            "annotations": {"ferry.dev/tenant-namespace": "shop"},
+        }});
+        let owner = Ownership::of(&namespace);
+        assert_eq!(
+            owner.key(Kind::Namespace, false).unwrap().to_string(),
+            "team-a/shop"
+        );
+        assert!(owner.is_namespace_of("team-a", "shop"));
+        assert!(!owner.is_namespace_of("team-a", "prod"));
+        // Not ferry's: no key, so nothing is ever queued for it.
+        let foreign = json!({"metadata": {"name": "x"}});
+        assert!(Ownership::of(&foreign)
+            .key(Kind::Resource(3), true)
+            .is_none());
+        assert!(Ownership::of(&foreign).owner().contains("does not own"));
+    }
+}

@@ -1,0 +1,99 @@
+//! fromSuper: the read-only copy of a public super object in a tenant, created, reverted and
+//! deleted with it; references waiting for a public object retried when one appears.
+
+use ferry_core::policy::Resource;
+use ferry_core::translate::Reason;
+
+use super::{Outcome, Reconciler, Result};
+use crate::compare::digest;
+use crate::decide::{self, Action};
+use crate::key::{slash, Key};
+use crate::ledger::Part;
+use crate::object::deleting;
+
+impl Reconciler<'_> {
+    /// A fromSuper key: the tenant's copy follows the selected super object.
+    pub(super) async fn public_copy(
+        &self,
+        key: &Key,
+        idx: usize,
+        resource: &Resource,
+    ) -> Result<Outcome> {
+        let tenant_cache = &self.tenant.caches[idx];
+        let Some(tenant_kind) = tenant_cache.served() else {
+            return Ok(Outcome::default());
+        };
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        let source = self.shared.caches[idx]
+            .get(namespace, name)
+            .filter(|s| !deleting(s));
+        let copy = tenant_cache.get(namespace, name);
+        if source.is_some() {
+            self.retry_unpublished();
+        }
+        let desired = match &source {
+            None => None,
+            Some(s) => match self.translate(resource, (**s).clone(), false).await {
+                Ok(t) => Some(t.object),
+                Err(r) if r.reason == Reason::NotSelected => None,
+                Err(r) => {
+                    // Nothing in the tenant to hang an Event on unless a copy exists; the
+                    // copy is left as it is.
+                    self.refuse(key, copy.as_deref(), &r).await;
+                    return Ok(Outcome::default());
+                }
+            },
+        };
+        // A namespaced public object lands in the tenant namespace of the same name, when
+        // the tenant has one.
+        if desired.is_some() && !namespace.is_empty() && !self.tenant.namespace_alive(namespace) {
+            return Ok(Outcome::default());
+        }
+        let hash = desired.as_ref().map(digest).unwrap_or_default();
+        let wrote = copy
+            .as_deref()
+            .is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
+        let mut action = decide::public_copy(desired.as_ref(), copy.as_deref(), wrote);
+        let writer = &self.tenant.writer;
+        let api = &tenant_kind.resource;
+        let mut found = None;
+        if let Action::Check(desired) = &action {
+            found = writer.get(api, namespace, name).await?;
+            let what = format!("{} {}", resource.group_kind, slash(namespace, name));
+            action = decide::public_checked(found.as_ref(), desired, &what);
+        }
+        self.set_synced(key, desired.is_some());
+        let out = match action {
+            Action::Delete { uid } => {
+                writer.delete(api, namespace, name, &uid).await?;
+                tenant_cache.forget(namespace, name);
+                tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a super object that is gone or no longer public");
+                return Ok(Outcome::wrote(true));
+            }
+            Action::Refuse(refusal) => {
+                self.refuse(key, found.as_ref(), &refusal).await;
+                return Ok(Outcome::default());
+            }
+            Action::Create(body) => writer.create(api, &body).await?,
+            Action::Replace(body) => {
+                let out = writer.replace(api, &body).await?;
+                if copy.is_some() {
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "reverted a tenant edit of a copy from the super cluster");
+                }
+                out
+            }
+            _ => {
+                if desired.is_some() {
+                    self.accepted(key);
+                }
+                return Ok(Outcome::default());
+            }
+        };
+        self.tenant
+            .ledger()
+            .record_write(key, Part::Copy, hash, &out);
+        tenant_cache.remember(out);
+        self.accepted(key);
+        Ok(Outcome::wrote(true))
+    }
+}

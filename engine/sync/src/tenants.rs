@@ -1,0 +1,167 @@
+//! The tenants supervisor: starts, primes, restarts and stops tenants so that exactly the
+//! configured ones run, and follows edits of the configuration file.
+//!
+//! ```text
+//!  SyncConfig tenants ─▶ apply ─┬─ new: connect ─▶ TenantState::start ─▶ prime ─▶ open queue
+//!                               ├─ kubeconfig changed: stop, start again
+//!                               └─ gone: stop (its super objects stay)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_core::config::{Config, TenantConfig};
+use ferry_core::policy::Direction;
+
+use crate::deps;
+use crate::key::{Key, Kind};
+use crate::object::{deleting, key_of};
+use crate::state::{Shared, TenantState};
+
+/// How often the configuration file is read for changes.
+const CONFIG_POLL: Duration = Duration::from_secs(1);
+
+/// Waits for the tenant's and the super cluster's caches, records which dependencies the
+/// tenant's objects reference (so that no dependency is collected for want of a referrer
+/// not yet seen), then opens the tenant's queue with every key in it.
+pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
+    while !(tenant.listed() && shared.ready()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if shared.policy.resources.iter().any(|r| r.dependency) {
+        for (idx, resource) in shared.policy.resources.iter().enumerate() {
+            if resource.direction != Direction::ToSuper || resource.dependency {
+                continue;
+            }
+            for object in tenant.caches[idx].values() {
+                if deleting(&object) {
+                    continue;
+                }
+                let Some((namespace, name)) = key_of(&object) else {
+                    continue;
+                };
+                let key = Key::new(&tenant.name, Kind::Resource(idx), &namespace, &name);
+                deps::record(&shared, &tenant, &key, &object);
+            }
+        }
+    }
+    tenant.set_primed();
+    shared.resync(&tenant);
+    shared.queues.open(&tenant.name);
+    tracing::info!(tenant = %tenant.name, "tenant listed; syncing");
+}
+
+/// The running tenants and how to change them.
+pub struct Running {
+    /// The engine.
+    pub shared: Arc<Shared>,
+    /// This replica's name (in Events).
+    pub identity: String,
+}
+
+impl Running {
+    /// Starts, restarts and stops tenants so that exactly `wanted` run.
+    pub async fn apply(&mut self, wanted: &[TenantConfig]) {
+        let current: Vec<(Arc<str>, PathBuf)> = self
+            .shared
+            .all_tenants()
+            .iter()
+            .map(|t| (t.name.clone(), t.kubeconfig.clone()))
+            .collect();
+        for (name, kubeconfig) in &current {
+            let keep = wanted
+                .iter()
+                .any(|w| w.name.as_str() == &**name && &w.kubeconfig == kubeconfig);
+            if !keep {
+                self.stop(name);
+            }
+        }
+        let mut failed = BTreeMap::new();
+        for w in wanted {
+            if self.shared.tenant(w.name.as_str()).is_some() {
+                continue;
+            }
+            match crate::client::clients(&w.kubeconfig).await {
+                Ok(clients) => {
+                    let tenant = TenantState::start(
+                        &self.shared,
+                        w.name.clone(),
+                        clients,
+                        w.kubeconfig.clone(),
+                        &self.identity,
+                    );
+                    tenant.own(tokio::spawn(prime(self.shared.clone(), tenant.clone())));
+                    self.shared
+                        .tenants
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(tenant.name.clone(), tenant);
+                    tracing::info!(tenant = %w.name.as_str(), kubeconfig = %w.kubeconfig.display(), "tenant added");
+                }
+                Err(e) => {
+                    tracing::error!(tenant = %w.name.as_str(), error = %e, "tenant not started");
+                    failed.insert(w.name.as_str().to_string(), e.to_string());
+                }
+            }
+        }
+        *self
+            .shared
+            .failed_tenants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = failed;
+    }
+
+    fn stop(&self, name: &str) {
+        self.shared.queues.remove_tenant(name);
+        let removed = self
+            .shared
+            .tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        if let Some(tenant) = &removed {
+            tenant.stop();
+            // Its copies in the super cluster stay: removing a tenant from the file stops
+            // syncing it, it does not delete its workloads.
+            tracing::info!(tenant = %name, "tenant removed; its super objects are left in place");
+        }
+    }
+}
+
+/// Reads the configuration file every second; tenant changes take effect at once, other
+/// changes need a restart (and say so).
+pub async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
+    let mut last = std::fs::read(&path).unwrap_or_default();
+    loop {
+        tokio::time::sleep(CONFIG_POLL).await;
+        let Ok(now) = std::fs::read(&path) else {
+            continue;
+        };
+        if now == last {
+            continue;
+        }
+        last = now;
+        match ferry_core::config::load(&path) {
+            Ok(next) => {
+                if differs_beyond_tenants(&config, &next) {
+                    tracing::warn!(config = %path.display(), "only tenant changes apply while running; restart ferry to apply the other changes");
+                }
+                running.apply(&next.tenants).await;
+                config.tenants = next.tenants;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "configuration not applied; the running one stays")
+            }
+        }
+    }
+}
+
+fn differs_beyond_tenants(a: &Config, b: &Config) -> bool {
+    let strip = |c: &Config| Config {
+        tenants: Vec::new(),
+        ..c.clone()
+    };
+    strip(a) != strip(b)
+}

@@ -1,0 +1,70 @@
+//! Workers: take keys from the queues in turn, reconcile them, and hand failures back to the
+//! queue's backoff.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::key::Key;
+use crate::metrics::labels;
+use crate::reconcile::{Outcome, Reconciler};
+use crate::state::Shared;
+use crate::write;
+
+/// How many keys are reconciled at once.
+pub const WORKERS: usize = 32;
+/// How many of them one tenant may hold: a tenant whose API server hangs holds at most this
+/// many, and the others keep the rest.
+pub const PER_TENANT: usize = WORKERS / 4;
+
+/// One worker, until the queues close.
+pub async fn work(shared: Arc<Shared>) {
+    let mut leader = shared.leader.clone();
+    loop {
+        if leader.wait_for(|l| *l).await.is_err() {
+            return;
+        }
+        let Some((key, since)) = shared.queues.next().await else {
+            return;
+        };
+        if let Some(tenant) = shared.tenant(&key.tenant) {
+            let result = Reconciler::new(&shared, &tenant).reconcile(&key).await;
+            finish(&shared, &key, since, result);
+        }
+        shared.queues.done(&key);
+    }
+}
+
+fn finish(shared: &Shared, key: &Key, since: Instant, result: Result<Outcome, write::Error>) {
+    match result {
+        Ok(outcome) => {
+            shared.queues.forget(key);
+            if outcome.wrote {
+                shared
+                    .metrics
+                    .sync_latency
+                    .observe(since.elapsed().as_secs_f64());
+            }
+            if let Some(after) = outcome.again {
+                shared.queues.add_after(key.clone(), after);
+            }
+        }
+        // Leadership moved: the new leader resyncs everything.
+        Err(write::Error::NotLeader) => {}
+        Err(e) => {
+            let (attempt, delay) = shared.queues.retry(key);
+            shared
+                .metrics
+                .errors
+                .get_or_create(&labels(&[("tenant", &key.tenant)]))
+                .inc();
+            tracing::warn!(
+                tenant = %key.tenant,
+                object = %shared.describe(key),
+                attempt,
+                retry_in = ?delay,
+                error = %e,
+                "sync failed; retrying"
+            );
+        }
+    }
+}
