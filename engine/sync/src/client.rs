@@ -58,6 +58,8 @@ pub async fn clients(kubeconfig: &Path) -> Result<Clients, Error> {
     let config = config(kubeconfig).await?;
     let mut timed = config.clone();
     timed.read_timeout = Some(REQUEST_TIMEOUT);
+    // The time a pooled connection sat idle must not count against the next request.
+    timed.reset_reader_on_write = true;
     timed.write_timeout = Some(REQUEST_TIMEOUT);
     timed.connect_timeout = Some(REQUEST_TIMEOUT);
     Ok(Clients {

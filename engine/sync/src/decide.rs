@@ -22,9 +22,9 @@ pub enum Action {
     Nothing,
     /// It is being deleted (finalizers): look again later.
     Wait,
-    /// Create it.
+    /// Create it (a super copy: server-side applied on condition that nothing holds the name).
     Create(Value),
-    /// Server-side apply it.
+    /// Server-side apply it (to the object whose uid the body names).
     Apply(Value),
     /// Replace it (the body carries the resourceVersion that guards the write).
     Replace(Value),
@@ -42,7 +42,7 @@ pub enum Action {
         uid: String,
     },
     /// The cache cannot tell whether someone else's object holds the name: read it from the
-    /// API server and decide again (`checked`, `public_checked`) with this desired object.
+    /// API server and decide again (`public_checked`) with this desired object.
     Check(Value),
     /// Write nothing and report why.
     Refuse(Refusal),
@@ -69,7 +69,9 @@ pub fn stamped(mut translated: Value) -> (Value, String) {
 
 /// A wanted tenant object (uid `tenant_uid`) whose super copy should be `desired` (digest
 /// `hash`); `actual` is ferry's copy in the cache, and `wrote` whether ferry's last write
-/// produced it.
+/// produced it. A copy is created only where nothing holds the name (`Create` is applied with
+/// that precondition, see [`checked`] when it fails) and applied only to the copy ferry looked
+/// at (`Apply` carries its uid).
 pub fn to_super(
     desired: &Value,
     hash: &str,
@@ -78,7 +80,7 @@ pub fn to_super(
     wrote: bool,
 ) -> Action {
     match actual {
-        None => Action::Check(desired.clone()),
+        None => Action::Create(desired.clone()),
         Some(s) if deleting(s) => Action::Wait,
         Some(s) if Ownership::of(s).uid != Some(tenant_uid) => Action::Recreate {
             uid: uid(s).to_string(),
@@ -86,12 +88,13 @@ pub fn to_super(
         Some(s) if annotation(s, ANN_APPLIED) == Some(hash) && (wrote || holds(s, desired)) => {
             Action::Nothing
         }
-        Some(_) => Action::Apply(desired.clone()),
+        Some(s) => Action::Apply(with_uid(desired, uid(s))),
     }
 }
 
-/// After [`Action::Check`] of a super copy: `found` is what holds the name in the super
-/// cluster. Someone else's object is refused, never overwritten.
+/// After a `Create` of a super copy failed because something holds the name: `found` is
+/// what does. ferry's own copy (the cache had not seen it yet) is applied; someone else's
+/// object is refused, never written.
 pub fn checked(found: Option<&Value>, key: &Key, namespaced: bool, desired: &Value) -> Action {
     match found {
         Some(f) if !Ownership::of(f).is_copy_of(key, namespaced) => {
@@ -107,8 +110,19 @@ pub fn checked(found: Option<&Value>, key: &Key, namespaced: bool, desired: &Val
                 ),
             ))
         }
-        _ => Action::Apply(desired.clone()),
+        Some(f) => Action::Apply(with_uid(desired, uid(f))),
+        // Gone again meanwhile: create it.
+        None => Action::Create(desired.clone()),
     }
+}
+
+/// `desired` naming the uid of the object it may be applied to.
+fn with_uid(desired: &Value, uid: &str) -> Value {
+    let mut body = desired.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("uid".into(), Value::String(uid.into()));
+    }
+    body
 }
 
 /// An object that should not exist (any more): delete it unless it is gone or going.

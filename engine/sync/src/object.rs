@@ -131,12 +131,12 @@ impl<'v> Ownership<'v> {
         Some(Key::new(&tenant, kind, namespace, name))
     }
 
-    /// Why ferry does not write a super object that is not its copy, for refusals.
+    /// Why ferry does not write a super object that is not its copy, for refusals (which
+    /// tenants read: another tenant's name, never its namespaces or objects).
     pub fn owner(&self) -> String {
-        match (self.tenant, self.namespace) {
-            (Some(t), Some(n)) => format!("it belongs to tenant {t:?} (namespace {n:?})"),
-            (Some(t), None) => format!("it belongs to tenant {t:?}"),
-            (None, _) => format!("it has no {LABEL_TENANT} label, so ferry does not own it"),
+        match self.tenant {
+            Some(t) => format!("it belongs to tenant {t:?}"),
+            None => format!("it has no {LABEL_TENANT} label, so ferry does not own it"),
         }
     }
 }

@@ -86,6 +86,8 @@ struct State {
     /// When each delayed key is due (a key is delayed once, at its earliest time).
     due: HashMap<Key, (Due, u64)>,
     sequence: u64,
+    /// Keys that workers still hold for tenants removed meanwhile.
+    held: HashMap<Arc<str>, HashSet<Key>>,
 }
 
 /// The queues of every tenant.
@@ -132,8 +134,14 @@ impl Queues {
     pub fn add_tenant(&self, tenant: Arc<str>) {
         let mut state = self.lock();
         if !state.tenants.contains_key(&tenant) {
+            // Keys a removed instance of the tenant still holds stay held (and counted).
+            let processing = state.held.remove(&tenant).unwrap_or_default();
             state.order.push(tenant.clone());
-            state.tenants.insert(tenant, TenantQueue::default());
+            let queue = TenantQueue {
+                processing,
+                ..TenantQueue::default()
+            };
+            state.tenants.insert(tenant, queue);
         }
     }
 
@@ -146,7 +154,11 @@ impl Queues {
     pub fn remove_tenant(&self, tenant: &str) {
         let mut state = self.lock();
         state.order.retain(|t| &**t != tenant);
-        state.tenants.remove(tenant);
+        if let Some((name, q)) = state.tenants.remove_entry(tenant) {
+            if !q.processing.is_empty() {
+                state.held.insert(name, q.processing);
+            }
+        }
         self.report(tenant, 0);
     }
 
@@ -253,18 +265,22 @@ impl Queues {
         }
     }
 
-    /// Moves the delayed keys that are due into their queues; returns when the next one is.
-    fn promote(&self, state: &mut State) -> Option<Due> {
+    /// Moves the delayed keys that are due into their queues: when the next one is due, and
+    /// how many were queued (each needs a worker woken).
+    fn promote(&self, state: &mut State) -> (Option<Due>, usize) {
         let now = Due::now();
+        let mut queued = 0;
         while let Some(entry) = state.delayed.first_entry() {
             if entry.key().0 > now {
-                return Some(entry.key().0);
+                return (Some(entry.key().0), queued);
             }
             let key = entry.remove();
             state.due.remove(&key);
-            self.push(state, key, true);
+            if self.push(state, key, true) {
+                queued += 1;
+            }
         }
-        None
+        (None, queued)
     }
 
     /// The next key, taking tenants in turn, with the time it was first queued; `None` once
@@ -277,7 +293,11 @@ impl Queues {
                 if state.closed {
                     return None;
                 }
-                let wake = self.promote(&mut state);
+                let (wake, queued) = self.promote(&mut state);
+                // This worker takes one; the others are for workers asleep.
+                for _ in 1..queued {
+                    self.notify.notify_one();
+                }
                 let n = state.order.len();
                 for i in 0..n {
                     let at = (state.cursor + i) % n;
@@ -315,6 +335,11 @@ impl Queues {
             q.processing.remove(key);
             if let Some(&(_, urgent)) = q.waiting.get(key) {
                 q.push(key.clone(), urgent);
+            }
+        } else if let Some(held) = state.held.get_mut(&key.tenant) {
+            held.remove(key);
+            if held.is_empty() {
+                state.held.remove(&key.tenant);
             }
         }
         drop(state);

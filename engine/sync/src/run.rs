@@ -160,7 +160,7 @@ pub async fn run(options: Options) -> Result<()> {
         identity: identity.clone(),
     };
     running.apply(&config.tenants).await;
-    let workers: Vec<_> = (0..WORKERS)
+    let mut workers: Vec<_> = (0..WORKERS)
         .map(|_| tokio::spawn(work(shared.clone())))
         .collect();
     let patrol = tokio::spawn(patrol(shared.clone(), config.patrol_interval));
@@ -170,8 +170,15 @@ pub async fn run(options: Options) -> Result<()> {
     patrol.abort();
     follower.abort();
     shared.queues.close();
-    for w in workers {
-        let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+    // Together: a standby replica's workers wait for leadership and end only when aborted.
+    let finishing = futures::future::join_all(workers.iter_mut());
+    if tokio::time::timeout(Duration::from_secs(10), finishing)
+        .await
+        .is_err()
+    {
+        for w in &workers {
+            w.abort();
+        }
     }
     stop_tx.send_replace(true);
     if let Some(elector) = elector {

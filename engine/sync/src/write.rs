@@ -39,6 +39,20 @@ impl Error {
     }
 }
 
+/// What must hold for a server-side apply to go through (one request either way, no read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precondition<'a> {
+    /// No object holds the name: the apply creates it, or fails with `409 Conflict` (the
+    /// body's resourceVersion is one no object has, and an apply ignores it only to create).
+    Absent,
+    /// The object with this uid holds the name: never another one, and never a new one.
+    Uid(&'a str),
+}
+
+/// etcd's first revision holds no key (the first write makes revision 2), so no object ever
+/// has this resourceVersion.
+const NO_OBJECT_HAS: &str = "1";
+
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -115,24 +129,40 @@ impl Writer {
     }
 
     /// Server-side applies `desired` (field manager `ferry`, forcing conflicts: ferry is the
-    /// authority on the fields it sets).
-    pub async fn apply(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        self.apply_to(resource, desired, false).await
+    /// authority on the fields it sets) if `precondition` holds; a `409 Conflict` otherwise.
+    pub async fn apply(
+        &self,
+        resource: &ApiResource,
+        desired: &Value,
+        precondition: Precondition<'_>,
+    ) -> Result<Value> {
+        self.apply_to(resource, desired, precondition, false).await
     }
 
-    /// Server-side applies `desired` through the status subresource.
-    pub async fn apply_status(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        self.apply_to(resource, desired, true).await
+    /// Server-side applies `desired` through the status subresource of the object with `uid`.
+    pub async fn apply_status(
+        &self,
+        resource: &ApiResource,
+        desired: &Value,
+        uid: &str,
+    ) -> Result<Value> {
+        self.apply_to(resource, desired, Precondition::Uid(uid), true)
+            .await
     }
 
     async fn apply_to(
         &self,
         resource: &ApiResource,
         desired: &Value,
+        precondition: Precondition<'_>,
         status: bool,
     ) -> Result<Value> {
         self.allowed()?;
-        let o = object(desired)?;
+        let mut o = object(desired)?;
+        match precondition {
+            Precondition::Absent => o.metadata.resource_version = Some(NO_OBJECT_HAS.into()),
+            Precondition::Uid(uid) => o.metadata.uid = Some(uid.to_string()),
+        }
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();
         let api = self.api(resource, &namespace);

@@ -83,14 +83,11 @@ pub async fn tenants_isolated(identity: Identity) -> Result<()> {
                 && o["metadata"]["labels"]["ferry.dev/tenant"] == "team-b"
         })
         .await?;
-    DATABASE
-        .at(&s, &sa, "orders")
-        .merge_status(json!({"status": {"phase": "Ready"}}))
-        .await?;
-    DATABASE
-        .at(&a, &ns, "orders")
-        .until("team-a status", |o| o["status"]["phase"] == "Ready")
-        .await?;
+    ready_flows_up(
+        &DATABASE.at(&s, &sa, "orders"),
+        &DATABASE.at(&a, &ns, "orders"),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let other = DATABASE
         .at(&b, &ns, "orders")

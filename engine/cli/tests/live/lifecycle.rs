@@ -69,14 +69,11 @@ pub async fn restart_without_writes(identity: Identity) -> Result<()> {
             .at(&s, &super_ns, name)
             .until("super copy", |_| true)
             .await?;
-        DATABASE
-            .at(&s, &super_ns, name)
-            .merge_status(json!({"status": {"phase": "Ready"}}))
-            .await?;
-        DATABASE
-            .at(&a, &ns, name)
-            .until("status up", |o| o["status"]["phase"] == "Ready")
-            .await?;
+        ready_flows_up(
+            &DATABASE.at(&s, &super_ns, name),
+            &DATABASE.at(&a, &ns, name),
+        )
+        .await?;
     }
     Kind::new("v1", "Secret")
         .at(&s, &super_ns, "creds")

@@ -23,7 +23,7 @@ use anyhow::{ensure, Context, Result};
 use ferry_testkit::live::{
     eventually, install_rbac, scratch, write_config, Ferry, Identity, Settings,
 };
-use ferry_testkit::object::{create, Kind, WAIT};
+use ferry_testkit::object::{create, Kind, Obj, WAIT};
 use ferry_testkit::{fresh_namespace, install_crds, unique, Clusters};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
@@ -163,6 +163,15 @@ async fn drained(ferry: &Ferry) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::bail!("the queue did not drain in 60s:\n{}", ferry.log())
+}
+
+/// The super copy `copy` reports phase Ready; waits until the tenant object `tenant` does.
+async fn ready_flows_up(copy: &Obj, tenant: &Obj) -> Result<Value> {
+    copy.merge_status(json!({"status": {"phase": "Ready"}}))
+        .await?;
+    tenant
+        .until("status up", |o| o["status"]["phase"] == "Ready")
+        .await
 }
 
 const DB: &str = "example.com/v1";

@@ -161,14 +161,11 @@ pub async fn drift_repaired(identity: Identity) -> Result<()> {
         })
         .await?;
     // Up: a tenant edit of the status ferry writes is reverted.
-    DATABASE
-        .at(&s, &super_ns, "orders")
-        .merge_status(json!({"status": {"phase": "Ready"}}))
-        .await?;
-    DATABASE
-        .at(&a, &ns, "orders")
-        .until("status up", |o| o["status"]["phase"] == "Ready")
-        .await?;
+    ready_flows_up(
+        &DATABASE.at(&s, &super_ns, "orders"),
+        &DATABASE.at(&a, &ns, "orders"),
+    )
+    .await?;
     DATABASE
         .at(&a, &ns, "orders")
         .merge_status(json!({"status": {"phase": "Forged"}}))

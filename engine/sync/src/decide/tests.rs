@@ -59,20 +59,28 @@ fn wanted_and_settled() {
     );
 }
 
+/// `d` naming the uid it may be applied to.
+fn at_uid(d: &Value, uid: &str) -> Value {
+    let mut d = d.clone();
+    d["metadata"]["uid"] = json!(uid);
+    d
+}
+
 #[test]
-fn a_missing_copy_is_checked_before_it_is_written() {
+fn a_missing_copy_is_created_only_where_nothing_holds_the_name() {
     let (d, hash) = desired(json!({"a": 1}));
+    // One request: created on condition that nothing holds the name; read only if it fails.
     assert_eq!(
         to_super(&d, &hash, None, "t1", false),
-        Action::Check(d.clone())
+        Action::Create(d.clone())
     );
-    // Nothing holds the name, or ferry's copy does: apply.
-    assert_eq!(checked(None, &key(), true, &d), Action::Apply(d.clone()));
+    // It failed: ferry's own copy (not in the cache yet) is applied to, by its uid.
     let mine = copy(json!({}), "");
     assert_eq!(
         checked(Some(&mine), &key(), true, &d),
-        Action::Apply(d.clone())
+        Action::Apply(at_uid(&d, "c1"))
     );
+    assert_eq!(checked(None, &key(), true, &d), Action::Create(d.clone()));
 }
 
 #[test]
@@ -108,7 +116,7 @@ fn a_current_copy_gets_no_write() {
     );
     assert_eq!(
         to_super(&d, &hash, Some(&normalised), "t1", false),
-        Action::Apply(d.clone())
+        Action::Apply(at_uid(&d, "c1"))
     );
 }
 
@@ -119,12 +127,12 @@ fn a_changed_or_edited_copy_is_applied() {
     let old = copy(json!({"a": 1}), "0123");
     assert_eq!(
         to_super(&d, &hash, Some(&old), "t1", false),
-        Action::Apply(d.clone())
+        Action::Apply(at_uid(&d, "c1"))
     );
     let edited = copy(json!({"a": 3}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&edited), "t1", false),
-        Action::Apply(d.clone())
+        Action::Apply(at_uid(&d, "c1"))
     );
 }
 

@@ -117,6 +117,28 @@ async fn failures_back_off_and_delays_are_deduplicated() {
 }
 
 #[tokio::test]
+async fn a_restarted_tenant_keeps_the_keys_its_old_instance_holds() {
+    let q = Queues::new(1, None);
+    q.add_tenant("a".into());
+    q.open("a");
+    q.add(key("a", "x"));
+    let (held, _) = q.next().await.unwrap();
+    q.remove_tenant("a");
+    q.add_tenant("a".into());
+    q.open("a");
+    q.add(key("a", "x"));
+    q.add(key("a", "y"));
+    // Still held by the old instance's worker: neither x nor the tenant's share is free.
+    let next = tokio::time::timeout(Duration::from_millis(50), q.next()).await;
+    assert!(next.is_err(), "handed out {next:?}");
+    q.done(&held);
+    let (first, _) = q.next().await.unwrap();
+    q.done(&first);
+    let (second, _) = q.next().await.unwrap();
+    assert_eq!((first, second), (key("a", "y"), key("a", "x")));
+}
+
+#[tokio::test]
 async fn closed_tenants_wait_and_close_ends_workers() {
     let q = Arc::new(Queues::default());
     q.add_tenant("a".into());

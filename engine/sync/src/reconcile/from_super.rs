@@ -62,9 +62,9 @@ impl Reconciler<'_> {
             let what = format!("{} {}", resource.group_kind, slash(namespace, name));
             action = decide::public_checked(found.as_ref(), desired, &what);
         }
-        self.set_synced(key, desired.is_some());
         let out = match action {
             Action::Delete { uid } => {
+                self.set_synced(key, false);
                 writer.delete(api, namespace, name, &uid).await?;
                 tenant_cache.forget(namespace, name);
                 tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a super object that is gone or no longer public");
@@ -83,6 +83,7 @@ impl Reconciler<'_> {
                 out
             }
             _ => {
+                self.set_synced(key, desired.is_some());
                 if desired.is_some() {
                     self.accepted(key);
                 }
@@ -94,6 +95,7 @@ impl Reconciler<'_> {
             .record_write(key, Part::Copy, hash, &out);
         tenant_cache.remember(out);
         self.accepted(key);
+        self.set_synced(key, true);
         Ok(Outcome::wrote(true))
     }
 }

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use ferry_core::policy::{Resource, Scope};
 use ferry_core::translate::Reason;
 use kube::api::ApiResource;
+use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::decide::{self, Action};
 use crate::deps;
 use crate::key::Key;
 use crate::ledger::{Part, Seen};
-use crate::object::{deleting, rv, uid, Ownership};
+use crate::object::{deleting, meta_str, rv, uid, Ownership};
+use crate::write::Precondition;
 
 impl Reconciler<'_> {
     /// A toSuper key.
@@ -82,16 +84,9 @@ impl Reconciler<'_> {
         };
         let Some((object, translated)) = translated else {
             self.set_synced(key, false);
-            let action = decide::remove(actual.as_deref());
+            let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
             return self
-                .delete_copy(
-                    key,
-                    idx,
-                    &super_kind.resource,
-                    action,
-                    &super_ns,
-                    &super_name,
-                )
+                .delete_copy(key, idx, place, decide::remove(actual.as_deref()))
                 .await;
         };
         if !resource.dependency {
@@ -106,46 +101,41 @@ impl Reconciler<'_> {
         let wrote = actual
             .as_deref()
             .is_some_and(|s| self.tenant.ledger().wrote(key, Part::Down, &hash, s));
-        let mut action = decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), wrote);
-        if let Action::Check(desired) = &action {
-            // The cache holds only ferry's copies; a same-named object may still exist.
-            let found = self
-                .shared
-                .writer
-                .get(&super_kind.resource, &super_ns, &super_name)
-                .await?;
-            action = decide::checked(found.as_ref(), key, namespaced, desired);
-        }
+        let action = decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), wrote);
+        let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
         let (current, applied) = match action {
             Action::Nothing => match actual {
                 Some(current) => (current, false),
                 None => return Ok(Outcome::default()),
             },
+            Action::Create(body) => {
+                match self.write_copy(key, idx, place, &body, hash.clone()).await {
+                    Ok(out) => (out, true),
+                    // Something holds the name: ferry's copy the cache has not seen yet, or
+                    // someone else's object. Only now is it read.
+                    Err(e) if e.code() == Some(409) => {
+                        let found = self.shared.writer.get(place.0, place.1, place.2).await?;
+                        match decide::checked(found.as_ref(), key, namespaced, &body) {
+                            Action::Refuse(refusal) => {
+                                self.refuse(key, Some(&object), &refusal).await;
+                                return Ok(Outcome::default());
+                            }
+                            Action::Apply(body) | Action::Create(body) => {
+                                (self.write_copy(key, idx, place, &body, hash).await?, true)
+                            }
+                            _ => return Ok(Outcome::default()),
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             Action::Apply(body) => {
                 tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the super copy differs; applying");
-                let out = self
-                    .shared
-                    .writer
-                    .apply(&super_kind.resource, &body)
-                    .await?;
-                super_cache.remember(out.clone());
-                self.tenant
-                    .ledger()
-                    .record_write(key, Part::Down, hash, &out);
-                (Arc::new(out), true)
+                (self.write_copy(key, idx, place, &body, hash).await?, true)
             }
             Action::Recreate { .. } => {
                 tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "tenant uid changed; replacing the super copy");
-                let deleted = self
-                    .delete_copy(
-                        key,
-                        idx,
-                        &super_kind.resource,
-                        action,
-                        &super_ns,
-                        &super_name,
-                    )
-                    .await?;
+                let deleted = self.delete_copy(key, idx, place, action).await?;
                 return Ok(Outcome {
                     again: Some(LOOK_AGAIN),
                     ..deleted
@@ -172,15 +162,39 @@ impl Reconciler<'_> {
         Ok(Outcome::wrote(applied || up))
     }
 
-    /// Deletes ferry's copy when `action` says so.
+    /// Applies the super copy `body` at `place`: on condition that nothing holds the name, or
+    /// to the copy whose uid the body names.
+    async fn write_copy(
+        &self,
+        key: &Key,
+        idx: usize,
+        place: (&ApiResource, &str, &str),
+        body: &Value,
+        hash: String,
+    ) -> Result<Arc<Value>> {
+        let precondition = match meta_str(body, "uid") {
+            Some(uid) => Precondition::Uid(uid),
+            None => Precondition::Absent,
+        };
+        let out = self
+            .shared
+            .writer
+            .apply(place.0, body, precondition)
+            .await?;
+        self.shared.caches[idx].remember(out.clone());
+        self.tenant
+            .ledger()
+            .record_write(key, Part::Down, hash, &out);
+        Ok(Arc::new(out))
+    }
+
+    /// Deletes ferry's copy at `(resource, namespace, name)` when `action` says so.
     async fn delete_copy(
         &self,
         key: &Key,
         idx: usize,
-        resource: &ApiResource,
+        (resource, namespace, name): (&ApiResource, &str, &str),
         action: Action,
-        namespace: &str,
-        name: &str,
     ) -> Result<Outcome> {
         let (Action::Delete { uid } | Action::Recreate { uid }) = action else {
             return Ok(Outcome::default());

@@ -9,6 +9,8 @@ use crate::cache::Served;
 use crate::decide;
 use crate::key::{Key, Kind};
 use crate::ledger::Part;
+use crate::object::uid;
+use crate::write::Precondition;
 
 impl Reconciler<'_> {
     /// Status and super-owned fields of the super copy `current` flow up into the tenant
@@ -45,8 +47,18 @@ impl Reconciler<'_> {
         for (part, hash, body) in writes {
             let writer = &self.tenant.writer;
             let out = match part {
-                Part::Status => writer.apply_status(&tenant_kind.resource, &body).await?,
-                _ => writer.apply(&tenant_kind.resource, &body).await?,
+                // The tenant object ferry read, never one made anew by this write.
+                Part::Status => {
+                    writer
+                        .apply_status(&tenant_kind.resource, &body, uid(object))
+                        .await?
+                }
+                _ => {
+                    let precondition = Precondition::Uid(uid(object));
+                    writer
+                        .apply(&tenant_kind.resource, &body, precondition)
+                        .await?
+                }
             };
             self.tenant.ledger().record_write(key, part, hash, &out);
             self.tenant.caches[idx].remember(out);
