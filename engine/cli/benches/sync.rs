@@ -6,6 +6,10 @@
 //!   concurrency;
 //! - latency added at 100 objects/s: tenant create → super copy visible, minus direct super
 //!   create → visible, p50 and p99;
+//! - what the super API server pays: its requests per synced create and per synced update
+//!   (from its own `apiserver_request_total`), its CPU seconds per synced create over per
+//!   direct create, and ferry's CPU per synced object over the super API server's per direct
+//!   create (from `/proc/<pid>/stat`);
 //! - memory: growth of ferry's resident memory per synced object;
 //! - restart with 10,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes and time
 //!   until converged.
@@ -161,6 +165,115 @@ async fn latencies(
         .collect())
 }
 
+/// Requests the super API server has served for Databases, watches and lists aside (one
+/// watch per watcher; what each create or update costs is the rest).
+async fn database_requests(client: &Client) -> Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| l.contains("resource=\"databases\""))
+        .filter(|l| !l.contains("verb=\"WATCH\"") && !l.contains("verb=\"LIST\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+/// CPU seconds (user + system) process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// What one phase cost: super requests for Databases, the super API server's and ferry's CPU.
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    requests: f64,
+    super_cpu: f64,
+    ferry_cpu: f64,
+}
+
+impl Cost {
+    async fn now(s: &Client, super_pid: u32, ferry_pid: u32) -> Result<Self> {
+        Ok(Self {
+            requests: database_requests(s).await?,
+            super_cpu: cpu_seconds(super_pid),
+            ferry_cpu: cpu_seconds(ferry_pid),
+        })
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            requests: self.requests - before.requests,
+            super_cpu: self.super_cpu - before.super_cpu,
+            ferry_cpu: self.ferry_cpu - before.ferry_cpu,
+        }
+    }
+}
+
+/// Updates every Database of the tenant's `ns` and waits until each super copy has it.
+async fn update_all(a: &Client, ns: &str, s: &Client, super_ns: &str) -> Result<()> {
+    let tenant = api(a, "example.com/v1", "Database", ns);
+    let patch = json!({"spec": {"tier": "large"}});
+    futures::stream::iter(0..PER_ROUND)
+        .map(|i| {
+            let tenant = tenant.clone();
+            let patch = &patch;
+            async move {
+                tenant
+                    .patch(
+                        &format!("db-{i}"),
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(patch),
+                    )
+                    .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let copies = api(s, "example.com/v1", "Database", super_ns);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = copies.list(&Default::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter(|o| o.data["spec"]["tier"] == "large")
+            .count();
+        if done >= PER_ROUND {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {done} updates reached the super cluster"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[((xs.len() as f64 - 1.0) * p).round() as usize]
@@ -194,12 +307,27 @@ async fn main() -> Result<()> {
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
     let rss_before = ferry.rss().unwrap_or(0);
+    let super_pid = ferry_testkit::faults::pid("super")?;
+    let ferry_pid = ferry.pid().context("ferry runs")?;
+    let cost = || Cost::now(s, super_pid, ferry_pid);
     let (mut direct, mut synced) = (Vec::new(), Vec::new());
+    let (mut direct_cost, mut synced_cost) = (Cost::default(), Cost::default());
+    let mut last_synced_ns = String::new();
     for round in 0..ROUNDS {
         let ns = fresh_namespace(s, "bench-direct").await?;
+        let before = cost().await?;
         direct.push(throughput(s, &ns, s, &ns).await?);
+        let spent = cost().await?.since(before);
         let ns = fresh_namespace(a, "bench-sync").await?;
+        let before = cost().await?;
         synced.push(throughput(a, &ns, s, &format!("team-a-{ns}")).await?);
+        let spent_synced = cost().await?.since(before);
+        for (total, phase) in [(&mut direct_cost, spent), (&mut synced_cost, spent_synced)] {
+            total.requests += phase.requests;
+            total.super_cpu += phase.super_cpu;
+            total.ferry_cpu += phase.ferry_cpu;
+        }
+        last_synced_ns = ns;
         println!(
             "round {}: direct {:.0}/s, synced {:.0}/s",
             round + 1,
@@ -207,6 +335,19 @@ async fn main() -> Result<()> {
             synced[round]
         );
     }
+    let objects = (ROUNDS * PER_ROUND) as f64;
+    let requests_per_create = synced_cost.requests / objects;
+    let super_cpu_ratio = synced_cost.super_cpu / direct_cost.super_cpu;
+    let ferry_cpu_ratio = synced_cost.ferry_cpu / direct_cost.super_cpu;
+    let before = cost().await?;
+    let super_ns = format!("team-a-{last_synced_ns}");
+    update_all(a, &last_synced_ns, s, &super_ns).await?;
+    let requests_per_update = cost().await?.since(before).requests / PER_ROUND as f64;
+    println!(
+        "super API server: {requests_per_create:.2} requests per synced create (direct: {:.2}; target 1.0), {requests_per_update:.2} per synced update (target 1.0)",
+        direct_cost.requests / objects
+    );
+    println!("CPU: super kube-apiserver {super_cpu_ratio:.2}x per synced create over per direct create (target <= 1.1; etcd is shared with the tenant here, so it is left out); ferry {ferry_cpu_ratio:.2}x of the super API server's per direct create (target <= 0.3)");
     let ns = fresh_namespace(s, "bench-lat").await?;
     let direct_ms = latencies(s, &ns, s, &ns).await?;
     let ns = fresh_namespace(a, "bench-lat").await?;
@@ -285,8 +426,13 @@ async fn main() -> Result<()> {
         "synced_latency_ms": {"p50": s50, "p99": s99},
         "added_latency_ms": {"p50": s50 - d50, "p99": s99 - d99},
         "rss_growth_bytes_per_synced_object": rss_per_object,
+        "super_requests_per_create": requests_per_create,
+        "super_requests_per_direct_create": direct_cost.requests / objects,
+        "super_requests_per_update": requests_per_update,
+        "super_cpu_ratio": super_cpu_ratio,
+        "ferry_cpu_ratio": ferry_cpu_ratio,
         "restart": {"synced_objects": total, "ready_seconds": ready.as_secs_f64(), "converged_seconds": converged.as_secs_f64(), "writes": restart_writes},
-        "targets": {"sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50", "rss_growth_bytes_per_synced_object": "<= 4096", "restart_10k": "0 writes, converged <= 10 s"},
+        "targets": {"super_requests_per_create": "1.0", "super_requests_per_update": "1.0", "super_cpu_ratio": "<= 1.1", "ferry_cpu_ratio": "<= 0.3", "sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 50", "rss_growth_bytes_per_synced_object": "<= 4096", "restart_10k": "0 writes, converged <= 10 s"},
     });
     println!("sync throughput ratio {ratio:.2} (synced {:.0}/s over direct {:.0}/s, {CONCURRENCY} in flight; target >= 0.9)", median(&synced), median(&direct));
     println!("latency at {RATE_PER_SECOND}/s: direct p50 {d50:.1} ms p99 {d99:.1} ms; synced p50 {s50:.1} ms p99 {s99:.1} ms; added p99 {:.1} ms (target <= 50)", s99 - d99);
