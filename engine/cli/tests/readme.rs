@@ -21,7 +21,7 @@ fn readme_commands_run_as_written() {
         let command = command.split(" #").next().unwrap_or(command);
         let command = command.split(" > ").next().unwrap_or(command);
         let args: Vec<&str> = command.split_whitespace().collect();
-        // `ferry run` runs until stopped; tests/live.rs runs it against real clusters.
+        // `ferry run` runs until stopped; tests/live/ runs it against real clusters.
         if args.first() == Some(&"run") {
             continue;
         }
