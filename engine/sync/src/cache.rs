@@ -18,7 +18,7 @@ use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-use crate::object::{key_of, ObjKey};
+use crate::object::{key_of, rv, ObjKey};
 
 /// Called with every object that appeared, changed or went away.
 pub type OnChange = Arc<dyn Fn(&Value) + Send + Sync>;
@@ -52,6 +52,9 @@ pub struct Cache {
     objects: RwLock<HashMap<ObjKey, Box<str>>>,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
+    /// Objects the watch saw deleted (by uid) since the last list, so that a write's answer
+    /// arriving after the delete does not bring the object back.
+    gone: Mutex<HashMap<ObjKey, String>>,
 }
 
 impl Cache {
@@ -62,6 +65,7 @@ impl Cache {
             objects: RwLock::default(),
             phase: Mutex::new(Phase::Resolving),
             served: RwLock::default(),
+            gone: Mutex::default(),
         }
     }
 
@@ -125,10 +129,25 @@ impl Cache {
     }
 
     /// Records an object ferry has just written, so that the next reconcile does not act on
-    /// the stale copy before the watch event arrives.
+    /// the stale copy before the watch event arrives; unless the watch has already said that
+    /// this very object (its uid) was deleted, or brought a later version of it.
     pub fn remember(&self, object: Value) {
-        if let Some(key) = key_of(&object) {
-            let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let Some(key) = key_of(&object) else {
+            return;
+        };
+        let uid = crate::object::uid(&object);
+        let deleted = self.gone.lock().unwrap_or_else(|e| e.into_inner());
+        if deleted.get(&key).is_some_and(|gone| gone == uid) {
+            return;
+        }
+        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let newer = objects
+            .get(&key)
+            .and_then(|t| decode(t))
+            .is_some_and(|cached| {
+                crate::object::uid(&cached) == uid && version(&cached) > version(&object)
+            });
+        if !newer {
             objects.insert(key, encode(&object));
         }
     }
@@ -138,6 +157,12 @@ impl Cache {
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         objects.remove(&(namespace.to_string(), name.to_string()));
     }
+}
+
+/// A resourceVersion as a number, for ordering two versions of one object (etcd's revisions;
+/// an unparsable one orders first, so that what ferry wrote is kept).
+fn version(object: &Value) -> u64 {
+    rv(object).parse().unwrap_or(0)
 }
 
 fn encode(value: &Value) -> Box<str> {
@@ -239,6 +264,7 @@ pub async fn run(
             }
             Ok(Event::InitDone) => {
                 let fresh = std::mem::take(&mut listing);
+                cache.gone.lock().unwrap_or_else(|e| e.into_inner()).clear();
                 let changed: Vec<Arc<Value>> = {
                     let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
                     let gone = objects
@@ -283,12 +309,56 @@ fn observe(
         return;
     };
     {
+        let mut gone = cache.gone.lock().unwrap_or_else(|e| e.into_inner());
         let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
         if present {
+            gone.remove(&key);
             objects.insert(key, encode(&value));
         } else {
+            gone.insert(key.clone(), crate::object::uid(&value).to_string());
             objects.remove(&key);
         }
     }
     on_change(&value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn copy(uid: &str, version: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "n", "uid": uid, "resourceVersion": version}})
+    }
+
+    fn observed(cache: &Cache, object: Value, present: bool) {
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        let on_change: OnChange = Arc::new(|_| {});
+        observe(cache, &resource, &on_change, object, present);
+    }
+
+    #[test]
+    fn a_write_answered_after_the_delete_does_not_bring_the_object_back() {
+        let cache = Cache::new("test".into());
+        observed(&cache, copy("u1", "5"), true);
+        // ferry's write (version 6) answers after the watch saw the object deleted.
+        observed(&cache, copy("u1", "6"), false);
+        cache.remember(copy("u1", "6"));
+        assert!(cache.get("n", "a").is_none());
+        // Another object of that name is remembered.
+        cache.remember(copy("u2", "9"));
+        assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
+    }
+
+    #[test]
+    fn a_later_version_from_the_watch_is_kept() {
+        let cache = Cache::new("test".into());
+        observed(&cache, copy("u1", "8"), true);
+        cache.remember(copy("u1", "7"));
+        assert_eq!(rv(&cache.get("n", "a").unwrap()), "8");
+        cache.remember(copy("u1", "9"));
+        assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
+    }
 }

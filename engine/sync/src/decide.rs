@@ -93,9 +93,16 @@ pub fn to_super(
 }
 
 /// After a `Create` of a super copy failed because something holds the name: `found` is
-/// what does. ferry's own copy (the cache had not seen it yet) is applied; someone else's
+/// what does. ferry's own copy (the cache had not seen it yet) is judged as [`to_super`] judges
+/// a cached one (a copy of an earlier tenant object is recreated, not adopted); someone else's
 /// object is refused, never written.
-pub fn checked(found: Option<&Value>, key: &Key, namespaced: bool, desired: &Value) -> Action {
+pub fn checked(
+    found: Option<&Value>,
+    key: &Key,
+    namespaced: bool,
+    desired: &Value,
+    tenant_uid: &str,
+) -> Action {
     match found {
         Some(f) if !Ownership::of(f).is_copy_of(key, namespaced) => {
             let at = slash(
@@ -110,6 +117,10 @@ pub fn checked(found: Option<&Value>, key: &Key, namespaced: bool, desired: &Val
                 ),
             ))
         }
+        Some(f) if deleting(f) => Action::Wait,
+        Some(f) if Ownership::of(f).uid != Some(tenant_uid) => Action::Recreate {
+            uid: uid(f).to_string(),
+        },
         Some(f) => Action::Apply(with_uid(desired, uid(f))),
         // Gone again meanwhile: create it.
         None => Action::Create(desired.clone()),

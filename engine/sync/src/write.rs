@@ -44,9 +44,19 @@ impl Error {
 pub enum Precondition<'a> {
     /// No object holds the name: the apply creates it, or fails with `409 Conflict` (the
     /// body's resourceVersion is one no object has, and an apply ignores it only to create).
+    /// This holds for every kind stored in etcd (or kine's SQL backends): custom resources and
+    /// built-in kinds, not an aggregated API server with storage of its own.
     Absent,
     /// The object with this uid holds the name: never another one, and never a new one.
     Uid(&'a str),
+    /// The object with this uid, still at this resourceVersion (status subresources of custom
+    /// resources do not check the uid; they check the resourceVersion before anything else).
+    Exact {
+        /// Its uid.
+        uid: &'a str,
+        /// Its resourceVersion.
+        version: &'a str,
+    },
 }
 
 /// etcd's first revision holds no key (the first write makes revision 2), so no object ever
@@ -139,15 +149,14 @@ impl Writer {
         self.apply_to(resource, desired, precondition, false).await
     }
 
-    /// Server-side applies `desired` through the status subresource of the object with `uid`.
+    /// Server-side applies `desired` through the status subresource, if `precondition` holds.
     pub async fn apply_status(
         &self,
         resource: &ApiResource,
         desired: &Value,
-        uid: &str,
+        precondition: Precondition<'_>,
     ) -> Result<Value> {
-        self.apply_to(resource, desired, Precondition::Uid(uid), true)
-            .await
+        self.apply_to(resource, desired, precondition, true).await
     }
 
     async fn apply_to(
@@ -161,7 +170,17 @@ impl Writer {
         let mut o = object(desired)?;
         match precondition {
             Precondition::Absent => o.metadata.resource_version = Some(NO_OBJECT_HAS.into()),
+            // An empty uid would be no precondition at all.
+            Precondition::Uid("") | Precondition::Exact { uid: "", .. } => {
+                return Err(Error::Invalid(
+                    "refusing an apply without the uid of the object it is for".into(),
+                ))
+            }
             Precondition::Uid(uid) => o.metadata.uid = Some(uid.to_string()),
+            Precondition::Exact { uid, version } => {
+                o.metadata.uid = Some(uid.to_string());
+                o.metadata.resource_version = Some(version.to_string());
+            }
         }
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();

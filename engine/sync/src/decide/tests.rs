@@ -77,24 +77,35 @@ fn a_missing_copy_is_created_only_where_nothing_holds_the_name() {
     // It failed: ferry's own copy (not in the cache yet) is applied to, by its uid.
     let mine = copy(json!({}), "");
     assert_eq!(
-        checked(Some(&mine), &key(), true, &d),
+        checked(Some(&mine), &key(), true, &d, "t1"),
         Action::Apply(at_uid(&d, "c1"))
     );
-    assert_eq!(checked(None, &key(), true, &d), Action::Create(d.clone()));
+    assert_eq!(
+        checked(None, &key(), true, &d, "t1"),
+        Action::Create(d.clone())
+    );
+    // The copy of an earlier tenant object of that name is not adopted; a going one awaited.
+    assert_eq!(
+        checked(Some(&mine), &key(), true, &d, "t2"),
+        Action::Recreate { uid: "c1".into() }
+    );
+    let mut going = mine.clone();
+    going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    assert_eq!(checked(Some(&going), &key(), true, &d, "t1"), Action::Wait);
 }
 
 #[test]
 fn someone_elses_super_object_is_refused() {
     let (d, _) = desired(json!({"a": 1}));
     let foreign = json!({"metadata": {"name": "orders", "namespace": "team-a-shop"}});
-    let Action::Refuse(r) = checked(Some(&foreign), &key(), true, &d) else {
+    let Action::Refuse(r) = checked(Some(&foreign), &key(), true, &d, "t1") else {
         panic!("not refused")
     };
     assert_eq!(r.reason, Reason::SyncConflict);
     assert!(r.message.contains("team-a-shop/orders") && r.message.contains("does not own"));
     let mut other = copy(json!({}), "");
     other["metadata"]["labels"]["ferry.dev/tenant"] = json!("team-b");
-    let Action::Refuse(r) = checked(Some(&other), &key(), true, &d) else {
+    let Action::Refuse(r) = checked(Some(&other), &key(), true, &d, "t1") else {
         panic!("another tenant's copy taken")
     };
     assert!(r.message.contains("team-b"), "{}", r.message);

@@ -101,52 +101,53 @@ impl Reconciler<'_> {
         let wrote = actual
             .as_deref()
             .is_some_and(|s| self.tenant.ledger().wrote(key, Part::Down, &hash, s));
-        let action = decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), wrote);
+        let mut action = decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), wrote);
         let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
-        let (current, applied) = match action {
-            Action::Nothing => match actual {
-                Some(current) => (current, false),
-                None => return Ok(Outcome::default()),
-            },
-            Action::Create(body) => {
-                match self.write_copy(key, idx, place, &body, hash.clone()).await {
-                    Ok(out) => (out, true),
-                    // Something holds the name: ferry's copy the cache has not seen yet, or
-                    // someone else's object. Only now is it read.
-                    Err(e) if e.code() == Some(409) => {
-                        let found = self.shared.writer.get(place.0, place.1, place.2).await?;
-                        match decide::checked(found.as_ref(), key, namespaced, &body) {
-                            Action::Refuse(refusal) => {
-                                self.refuse(key, Some(&object), &refusal).await;
-                                return Ok(Outcome::default());
-                            }
-                            Action::Apply(body) | Action::Create(body) => {
-                                (self.write_copy(key, idx, place, &body, hash).await?, true)
-                            }
-                            _ => return Ok(Outcome::default()),
+        let mut read = false;
+        let (current, applied) = loop {
+            match action {
+                Action::Nothing => match actual {
+                    Some(current) => break (current, false),
+                    None => return Ok(Outcome::default()),
+                },
+                Action::Create(body) => {
+                    match self.write_copy(key, idx, place, &body, hash.clone()).await {
+                        Ok(out) => break (out, true),
+                        // Something holds the name: ferry's copy the cache has not seen yet, or
+                        // someone else's object. Only now is it read, once.
+                        Err(e) if e.code() == Some(409) && !read => {
+                            read = true;
+                            let found = self.shared.writer.get(place.0, place.1, place.2).await?;
+                            action = decide::checked(
+                                found.as_ref(),
+                                key,
+                                namespaced,
+                                &body,
+                                uid(&object),
+                            );
                         }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
                 }
+                Action::Apply(body) => {
+                    tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the super copy differs; applying");
+                    break (self.write_copy(key, idx, place, &body, hash).await?, true);
+                }
+                Action::Recreate { .. } => {
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "tenant uid changed; replacing the super copy");
+                    let deleted = self.delete_copy(key, idx, place, action).await?;
+                    return Ok(Outcome {
+                        again: Some(LOOK_AGAIN),
+                        ..deleted
+                    });
+                }
+                Action::Wait => return Ok(Outcome::again(WAIT_FOR_DELETION)),
+                Action::Refuse(refusal) => {
+                    self.refuse(key, Some(&object), &refusal).await;
+                    return Ok(Outcome::default());
+                }
+                _ => return Ok(Outcome::default()),
             }
-            Action::Apply(body) => {
-                tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the super copy differs; applying");
-                (self.write_copy(key, idx, place, &body, hash).await?, true)
-            }
-            Action::Recreate { .. } => {
-                tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "tenant uid changed; replacing the super copy");
-                let deleted = self.delete_copy(key, idx, place, action).await?;
-                return Ok(Outcome {
-                    again: Some(LOOK_AGAIN),
-                    ..deleted
-                });
-            }
-            Action::Wait => return Ok(Outcome::again(WAIT_FOR_DELETION)),
-            Action::Refuse(refusal) => {
-                self.refuse(key, Some(&object), &refusal).await;
-                return Ok(Outcome::default());
-            }
-            _ => return Ok(Outcome::default()),
         };
         self.accepted(key);
         self.set_synced(key, true);

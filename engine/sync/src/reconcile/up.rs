@@ -9,7 +9,7 @@ use crate::cache::Served;
 use crate::decide;
 use crate::key::{Key, Kind};
 use crate::ledger::Part;
-use crate::object::uid;
+use crate::object::{rv, uid};
 use crate::write::Precondition;
 
 impl Reconciler<'_> {
@@ -48,9 +48,15 @@ impl Reconciler<'_> {
             let writer = &self.tenant.writer;
             let out = match part {
                 // The tenant object ferry read, never one made anew by this write.
+                // Status first, on the version ferry read (status subresources of custom
+                // resources check the resourceVersion, not the uid).
                 Part::Status => {
+                    let precondition = Precondition::Exact {
+                        uid: uid(object),
+                        version: rv(object),
+                    };
                     writer
-                        .apply_status(&tenant_kind.resource, &body, uid(object))
+                        .apply_status(&tenant_kind.resource, &body, precondition)
                         .await?
                 }
                 _ => {
