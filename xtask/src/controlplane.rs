@@ -36,8 +36,17 @@ pub fn root() -> PathBuf {
         .expect("repository root")
 }
 
+/// `target/clusters`, or `FERRY_CLUSTERS_DIR` (the sync benchmark keeps its own).
 pub fn clusters_dir() -> PathBuf {
-    root().join("target/clusters")
+    std::env::var_os("FERRY_CLUSTERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/clusters"))
+}
+
+/// With `FERRY_PIN` set (the sync benchmark), the tenants' etcd and API servers run on CPU 0
+/// and the super cluster's (with its own etcd) on CPU 1: the `taskset -c` list of a process.
+fn cpus(super_side: bool) -> Option<&'static str> {
+    std::env::var_os("FERRY_PIN").map(|_| if super_side { "1" } else { "0" })
 }
 
 /// `k8s-v1.36.3_etcd-v3.6.8`, read from the pins in go.mod.
@@ -148,10 +157,18 @@ pub fn write_state(state: &Value) -> Result<()> {
 
 /// Starts `program` detached from this process (its own process group, output appended to
 /// `log`, so that a restart keeps what came before).
-pub fn spawn(program: &Path, args: &[String], log: &Path) -> Result<u64> {
+pub fn spawn(program: &Path, args: &[String], log: &Path, cpus: Option<&str>) -> Result<u64> {
     use std::os::unix::process::CommandExt;
     let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
-    let child = Command::new(program)
+    let mut command = match cpus {
+        Some(list) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", list]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    let child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
@@ -216,26 +233,14 @@ pub fn up(tenants: &[String]) -> Result<()> {
         bail!("ferry-pki certs failed");
     }
     if state.get("etcd").is_none() {
-        let (client, peer) = (free_port()?, free_port()?);
-        let args: Vec<String> = vec![
-            "--name=ferry".into(),
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls=http://127.0.0.1:{client}"),
-            format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-            format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-            format!("--initial-cluster=ferry=http://127.0.0.1:{peer}"),
-            // Test data: durability is not worth an fsync per write on a shared disk.
-            "--unsafe-no-fsync".into(),
-            "--log-level=warn".into(),
-        ];
-        let pid = spawn(&bin.join("etcd"), &args, &dir.join("logs/etcd.log"))?;
-        println!("etcd           pid {pid:<7} http://127.0.0.1:{client}");
-        state["etcd"] = json!({"pid": pid, "port": client, "args": args});
+        state["etcd"] = start_etcd(&bin, "etcd", cpus(true))?;
         state["clusters"] = json!({});
         write_state(&state)?;
     }
-    let etcd_port = state["etcd"]["port"].as_u64().unwrap_or(0);
+    if cpus(false).is_some() && state.get("etcd-tenants").is_none() {
+        state["etcd-tenants"] = start_etcd(&bin, "etcd-tenants", cpus(false))?;
+        write_state(&state)?;
+    }
     let mut wanted = vec!["super".to_string()];
     wanted.extend(tenants.iter().cloned());
     let mut started = Vec::new();
@@ -250,6 +255,13 @@ pub fn up(tenants: &[String]) -> Result<()> {
         }
         let port = free_port()?;
         let p = |f: &str| pki.join(f).display().to_string();
+        let super_side = name == "super";
+        let etcd = if super_side || state.get("etcd-tenants").is_none() {
+            "etcd"
+        } else {
+            "etcd-tenants"
+        };
+        let etcd_port = state[etcd]["port"].as_u64().unwrap_or(0);
         let args: Vec<String> = vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--etcd-prefix=/registry-{name}"),
@@ -271,13 +283,15 @@ pub fn up(tenants: &[String]) -> Result<()> {
             "--profiling=false".into(),
             format!("--cert-dir={}", dir.join(format!("certs-{name}")).display()),
         ];
+        let pinned = cpus(super_side);
         let pid = spawn(
             &bin.join("kube-apiserver"),
             &args,
             &dir.join(format!("logs/{name}.log")),
+            pinned,
         )?;
         println!("{name:<14} pid {pid:<7} https://127.0.0.1:{port}");
-        state["clusters"][name] = json!({"pid": pid, "port": port, "args": args});
+        state["clusters"][name] = json!({"pid": pid, "port": port, "args": args, "cpus": pinned});
         write_state(&state)?;
         fs::write(
             dir.join(format!("{name}.kubeconfig")),
@@ -299,6 +313,32 @@ pub fn up(tenants: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Starts an etcd named `name` (its data in `<clusters>/<name>`, log in `logs/<name>.log`).
+fn start_etcd(bin: &Path, name: &str, cpus: Option<&str>) -> Result<Value> {
+    let dir = clusters_dir();
+    let (client, peer) = (free_port()?, free_port()?);
+    let args: Vec<String> = vec![
+        format!("--name={name}"),
+        format!("--data-dir={}", dir.join(name).display()),
+        format!("--listen-client-urls=http://127.0.0.1:{client}"),
+        format!("--advertise-client-urls=http://127.0.0.1:{client}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster={name}=http://127.0.0.1:{peer}"),
+        // Test data: durability is not worth an fsync per write on a shared disk.
+        "--unsafe-no-fsync".into(),
+        "--log-level=warn".into(),
+    ];
+    let pid = spawn(
+        &bin.join("etcd"),
+        &args,
+        &dir.join(format!("logs/{name}.log")),
+        cpus,
+    )?;
+    println!("{name:<14} pid {pid:<7} http://127.0.0.1:{client}");
+    Ok(json!({"pid": pid, "port": client, "args": args, "cpus": cpus}))
+}
+
 /// Starts the super cluster's namespace and garbage-collector controllers (a deleted namespace
 /// is emptied and removed, as in a real cluster), unless they run.
 fn start_controllers(bin: &Path, state: &mut Value) -> Result<()> {
@@ -317,9 +357,10 @@ fn start_controllers(bin: &Path, state: &mut Value) -> Result<()> {
         &bin.join("kube-controller-manager"),
         &args,
         &dir.join("logs/controllers.log"),
+        cpus(true),
     )?;
     println!("controllers    pid {pid:<7} namespace, garbage collector (super)");
-    state["controllers"] = json!({"pid": pid, "args": args});
+    state["controllers"] = json!({"pid": pid, "args": args, "cpus": cpus(true)});
     write_state(state)
 }
 
@@ -356,7 +397,7 @@ pub fn down() -> Result<()> {
         let _ = fs::remove_file(&demo);
     }
     if let Some(state) = read_state() {
-        for process in ["etcd", "controllers"] {
+        for process in ["etcd", "etcd-tenants", "controllers"] {
             if let Some(pid) = state[process]["pid"].as_u64() {
                 pids.push(pid);
             }

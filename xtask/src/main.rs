@@ -157,8 +157,33 @@ fn bench(args: &[&str]) -> Result<()> {
     }
     if all || args.contains(&"--sync") {
         println!("== bench --sync (release build; synced over direct writes to the same super API server)");
+        // Control planes of its own: the tenants' etcd and API servers and the load generator
+        // on CPU 0, the super cluster's (with its own etcd) and ferry on CPU 1.
+        let dir = controlplane::root().join("target/clusters-bench");
+        std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
+        std::env::set_var("FERRY_PIN", "1");
+        std::env::set_var("FERRY_BENCH_FERRY_CPUS", "1");
+        controlplane::down()?;
         controlplane::up(&["team-a".to_string(), "team-b".to_string()])?;
-        cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "sync"])?;
+        cargo(&[
+            "bench",
+            "-q",
+            "-p",
+            "ferry-cli",
+            "--bench",
+            "sync",
+            "--no-run",
+        ])?;
+        let status = Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["bench", "-q", "-p", "ferry-cli", "--bench", "sync"])
+            .current_dir(controlplane::root())
+            .status()?;
+        controlplane::down()?;
+        if !status.success() {
+            bail!("the sync benchmark failed ({status})");
+        }
         println!(
             "report: {}",
             controlplane::root()

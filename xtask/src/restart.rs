@@ -69,7 +69,12 @@ pub fn restart(name: &str) -> Result<()> {
         .collect();
     let start = Instant::now();
     terminate(pid);
-    let pid = spawn(&bin.join(program), &args, &dir.join(log))?;
+    let pid = spawn(
+        &bin.join(program),
+        &args,
+        &dir.join(log),
+        entry["cpus"].as_str(),
+    )?;
     println!(
         "{name:<14} restarted (pid {pid}) after {:.1}s down",
         start.elapsed().as_secs_f64()

@@ -33,13 +33,13 @@ pub fn available() -> bool {
     state().is_ok()
 }
 
-/// The pid of `name`: `etcd`, `super` or a tenant.
+/// The pid of `name`: `etcd`, `controllers`, `super` or a tenant.
 pub fn pid(name: &str) -> Result<u32> {
     let state = state()?;
-    let entry = if name == "etcd" {
-        &state["etcd"]
-    } else {
-        &state["clusters"][name]
+    // etcd, etcd-tenants (the sync benchmark's) and controllers are top-level entries.
+    let entry = match &state[name] {
+        Value::Null => &state["clusters"][name],
+        top => top,
     };
     entry["pid"]
         .as_u64()

@@ -196,7 +196,16 @@ impl Ferry {
         let config = write_config(dir, settings, port)?;
         let log = dir.join(log_name);
         let out = std::fs::File::create(&log)?;
-        let child = Command::new(ferry)
+        // The sync benchmark pins ferry to the super cluster's CPU.
+        let mut command = match std::env::var("FERRY_BENCH_FERRY_CPUS") {
+            Ok(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &cpus]).arg(ferry);
+                c
+            }
+            Err(_) => Command::new(ferry),
+        };
+        let child = command
             .args(["run", "--verbose", "--config"])
             .arg(&config)
             .stdin(Stdio::null())
