@@ -138,6 +138,9 @@ pub struct Settings {
     pub lease: String,
     /// Whom ferry runs as.
     pub identity: Identity,
+    /// Tenants whose control plane is another's (`name` → the cluster whose kubeconfig it
+    /// uses): many tenant names on few API servers.
+    pub clusters: std::collections::BTreeMap<String, String>,
 }
 
 impl Settings {
@@ -150,6 +153,7 @@ impl Settings {
             leader_election: false,
             lease: unique("ferry"),
             identity,
+            clusters: Default::default(),
         }
     }
 }
@@ -159,7 +163,9 @@ pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBu
     let super_kubeconfig = kubeconfig("super", settings.identity, dir)?;
     let mut tenants = Vec::new();
     for t in &settings.tenants {
-        tenants.push(json!({"name": t, "kubeconfig": kubeconfig(t, settings.identity, dir)?}));
+        let cluster = settings.clusters.get(t).unwrap_or(t);
+        tenants
+            .push(json!({"name": t, "kubeconfig": kubeconfig(cluster, settings.identity, dir)?}));
     }
     let config = json!({
         "apiVersion": "ferry.dev/v1alpha1",

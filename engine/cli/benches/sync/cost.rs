@@ -1,0 +1,95 @@
+//! What a phase of the sync benchmark cost the super side: the super API server's requests
+//! for Databases (its own `apiserver_request_total`) and CPU seconds from `/proc/<pid>/stat`.
+
+use anyhow::Result;
+use kube::Client;
+
+/// Requests the super API server has served for Databases, watches and lists aside (one
+/// watch per watcher; what each create or update costs is the rest).
+pub async fn database_requests(client: &Client) -> Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| l.contains("resource=\"databases\""))
+        .filter(|l| !l.contains("verb=\"WATCH\"") && !l.contains("verb=\"LIST\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+/// CPU seconds (user + system) process `pid` and its children (ferry's transform workers)
+/// have used.
+pub fn cpu_seconds_tree(pid: u32) -> f64 {
+    let children = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| parent(*p) == Some(pid));
+    cpu_seconds(pid) + children.map(cpu_seconds).sum::<f64>()
+}
+
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// CPU seconds (user + system) process `pid` has used.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / clock_ticks()
+}
+
+pub fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// What one phase cost: super requests for Databases, the super API server's and ferry's CPU.
+#[derive(Clone, Copy, Default)]
+pub struct Cost {
+    pub requests: f64,
+    pub super_cpu: f64,
+    pub ferry_cpu: f64,
+}
+
+impl Cost {
+    pub async fn now(s: &Client, super_pids: &[u32], ferry_pid: u32) -> Result<Self> {
+        Ok(Self {
+            requests: database_requests(s).await?,
+            super_cpu: super_pids.iter().map(|p| cpu_seconds(*p)).sum(),
+            ferry_cpu: cpu_seconds_tree(ferry_pid),
+        })
+    }
+
+    pub fn since(self, before: Self) -> Self {
+        Self {
+            requests: self.requests - before.requests,
+            super_cpu: self.super_cpu - before.super_cpu,
+            ferry_cpu: self.ferry_cpu - before.ferry_cpu,
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! The load the sync benchmark makes and how it times it: bursts, paced creates, watches that
+//! note when each object appears, updates, the fairness and LIST measurements.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use ferry_testkit::fresh_namespace;
+use ferry_testkit::live::{api, Ferry};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{DynamicObject, PostParams};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+
+pub const ROUNDS: usize = 3;
+pub const PER_ROUND: usize = 300;
+pub const CONCURRENCY: usize = 16;
+pub const RATE_PER_SECOND: u64 = 100;
+pub const LATENCY_OBJECTS: usize = 300;
+
+/// When each object name was first seen by a watch.
+pub type Seen = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Watches Databases in `namespace` of `client`, recording first sightings.
+pub fn watch(client: &Client, namespace: &str) -> (Seen, tokio::task::JoinHandle<()>) {
+    let seen: Seen = Arc::default();
+    let api = api(client, "example.com/v1", "Database", namespace);
+    let record = seen.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher::watcher(api, watcher::Config::default());
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let now = Instant::now();
+            let objects = match event {
+                Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => vec![o],
+                _ => continue,
+            };
+            let mut seen = record.lock().unwrap();
+            for o in objects {
+                if let Some(name) = o.metadata.name {
+                    seen.entry(name).or_insert(now);
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+pub fn database(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.com/v1",
+        "kind": "Database",
+        "metadata": {"name": name, "labels": {"app": "bench", "team": "payments"}, "annotations": {"owner": "payments@example.com"}},
+        "spec": {
+            "engine": "postgres", "version": "16", "tier": "medium",
+            "allowedNamespaces": ["prod", "analytics"],
+            "replicaSelector": {"matchLabels": {"app": "bench"}},
+            "notes": "x".repeat(1200),
+        },
+    }))
+    .expect("bench object")
+}
+
+pub async fn wait_all(seen: &Seen, n: usize) -> Result<Instant> {
+    // At least 50 objects a second, and two minutes.
+    let deadline = Instant::now() + Duration::from_secs((n as u64 / 50).max(120));
+    loop {
+        {
+            let seen = seen.lock().unwrap();
+            if seen.len() >= n {
+                return Ok(*seen.values().max().unwrap());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {} of {n} seen",
+            seen.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Creates `n` Databases in `namespace` of `client` with `CONCURRENCY` in flight; returns the
+/// start time.
+pub async fn burst(client: &Client, namespace: &str, n: usize) -> Result<Instant> {
+    let api = api(client, "example.com/v1", "Database", namespace);
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &database(&format!("db-{i}")))
+                    .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(start)
+}
+
+/// Objects per second from `client`'s creates to `watched`'s watch seeing them all.
+pub async fn throughput(
+    client: &Client,
+    ns: &str,
+    watched: &Client,
+    watched_ns: &str,
+) -> Result<f64> {
+    let (seen, task) = watch(watched, watched_ns);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = burst(client, ns, PER_ROUND).await?;
+    let end = wait_all(&seen, PER_ROUND).await?;
+    task.abort();
+    Ok(PER_ROUND as f64 / end.duration_since(start).as_secs_f64())
+}
+
+/// Create → visible latencies (ms) of `LATENCY_OBJECTS` created at `RATE_PER_SECOND`.
+pub async fn latencies(
+    client: &Client,
+    ns: &str,
+    watched: &Client,
+    watched_ns: &str,
+) -> Result<Vec<f64>> {
+    latencies_of(
+        client,
+        ns,
+        watched,
+        watched_ns,
+        LATENCY_OBJECTS,
+        RATE_PER_SECOND,
+    )
+    .await
+}
+
+/// Create → visible latencies (ms) of `count` objects created at `rate` per second.
+pub async fn latencies_of(
+    client: &Client,
+    ns: &str,
+    watched: &Client,
+    watched_ns: &str,
+    count: usize,
+    rate: u64,
+) -> Result<Vec<f64>> {
+    let (seen, task) = watch(watched, watched_ns);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let api = api(client, "example.com/v1", "Database", ns);
+    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let mut inflight = Vec::new();
+    for i in 0..count {
+        ticker.tick().await;
+        let api = api.clone();
+        let started = started.clone();
+        inflight.push(tokio::spawn(async move {
+            let name = format!("lat-{i}");
+            started.lock().unwrap().insert(name.clone(), Instant::now());
+            api.create(&PostParams::default(), &database(&name))
+                .await
+                .map(|_| ())
+        }));
+    }
+    for f in inflight {
+        f.await??;
+    }
+    wait_all(&seen, count).await?;
+    task.abort();
+    let seen = seen.lock().unwrap();
+    let started = started.lock().unwrap();
+    Ok(started
+        .iter()
+        .filter_map(|(name, t0)| Some(seen.get(name)?.duration_since(*t0).as_secs_f64() * 1000.0))
+        .collect())
+}
+
+/// Updates every Database of the tenant's `ns` and waits until each super copy has it.
+pub async fn update_all(a: &Client, ns: &str, s: &Client, super_ns: &str) -> Result<()> {
+    let tenant = api(a, "example.com/v1", "Database", ns);
+    let patch = json!({"spec": {"tier": "large"}});
+    futures::stream::iter(0..PER_ROUND)
+        .map(|i| {
+            let tenant = tenant.clone();
+            let patch = &patch;
+            async move {
+                tenant
+                    .patch(
+                        &format!("db-{i}"),
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(patch),
+                    )
+                    .await
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let copies = api(s, "example.com/v1", "Database", super_ns);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = copies.list(&Default::default()).await?;
+        let done = list
+            .items
+            .iter()
+            .filter(|o| o.data["spec"]["tier"] == "large")
+            .count();
+        if done >= PER_ROUND {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {done} updates reached the super cluster"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Objects the noisy tenant creates as fast as it can in the fairness measurement.
+pub const NOISY_OBJECTS: usize = 5_000;
+/// Creates of the quiet tenant, and their rate.
+pub const QUIET_OBJECTS: usize = 50;
+pub const QUIET_RATE: u64 = 10;
+
+/// p99 create-to-super latency (ms) of the quiet tenant `b` on an idle engine, and while
+/// tenant `a` creates `NOISY_OBJECTS` as fast as it can.
+pub async fn fairness(a: &Client, b: &Client, s: &Client) -> Result<(f64, f64)> {
+    let quiet = |label: &'static str| async move {
+        let ns = fresh_namespace(b, label).await?;
+        let ms = latencies_of(
+            b,
+            &ns,
+            s,
+            &format!("team-b-{ns}"),
+            QUIET_OBJECTS,
+            QUIET_RATE,
+        )
+        .await?;
+        anyhow::Ok(percentile(ms, 0.99))
+    };
+    let idle = quiet("bench-quiet").await?;
+    let noisy_ns = fresh_namespace(a, "bench-noisy").await?;
+    let noisy = {
+        let a = a.clone();
+        tokio::spawn(async move { burst(&a, &noisy_ns, NOISY_OBJECTS).await })
+    };
+    // Let the noisy tenant's queue fill first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loaded = quiet("bench-quiet").await?;
+    noisy.await??;
+    Ok((idle, loaded))
+}
+
+/// Seconds a plain client takes to LIST every Database of `client`'s cluster, 500 a page (as
+/// client-go's informers do).
+pub async fn list_seconds(client: &Client) -> Result<f64> {
+    let all = api(client, "example.com/v1", "Database", "");
+    let started = Instant::now();
+    let mut params = kube::api::ListParams::default().limit(500);
+    loop {
+        let page = all.list(&params).await?;
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(started.elapsed().as_secs_f64()),
+        }
+    }
+}
+
+pub fn percentile(mut xs: Vec<f64>, p: f64) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[((xs.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub fn median(xs: &[f64]) -> f64 {
+    percentile(xs.to_vec(), 0.5)
+}
+
+/// Tenants in the 50-tenant measurement.
+pub const TENANTS: usize = 50;
+
+/// Waits until `ferry`'s queues stay empty for a second.
+pub async fn settle(ferry: &Ferry) -> Result<()> {
+    let mut calm = 0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while calm < 10 {
+        calm = if ferry.metric("ferry_queue_depth", &[]).await? == 0.0 {
+            calm + 1
+        } else {
+            0
+        };
+        anyhow::ensure!(Instant::now() < deadline, "the queues did not drain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
