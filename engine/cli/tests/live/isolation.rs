@@ -276,13 +276,7 @@ pub async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {
     settings.policy = leaky_policy(&env.dir)?;
     let ferry = env.start(&settings, "ferry.log").await?;
     let (a, s) = (env.tenant("team-a"), env.super_());
-    let ns = env.namespace("team-a", "shop").await?;
-    let super_ns = format!("team-a-{ns}");
-    create(&a, database(&ns, "orders", db_spec("small"))).await?;
-    DATABASE
-        .at(&s, &super_ns, "orders")
-        .until("super copy", |_| true)
-        .await?;
+    let (ns, super_ns, _) = env.orders("super copy").await?;
     DATABASE
         .at(&s, &super_ns, "orders")
         .merge_status(json!({"status": {"phase": "Ready"}}))

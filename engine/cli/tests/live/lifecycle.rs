@@ -151,13 +151,7 @@ pub async fn leader_election(identity: Identity) -> Result<()> {
     let mut second = Ferry::start(ferry_bin(), &second_dir, &settings, "ferry-2.log")?;
     second.ready().await?;
     let (a, s) = (env.tenant("team-a"), env.super_());
-    let ns = env.namespace("team-a", "shop").await?;
-    let super_ns = format!("team-a-{ns}");
-    create(&a, database(&ns, "orders", db_spec("small"))).await?;
-    DATABASE
-        .at(&s, &super_ns, "orders")
-        .until("synced by the leader", |_| true)
-        .await?;
+    let (ns, super_ns, _) = env.orders("synced by the leader").await?;
     ensure!(
         second.metric("ferry_leader", &[]).await? == 0.0,
         "two leaders"

@@ -109,6 +109,23 @@ impl Env {
         Ok(ns)
     }
 
+    /// A fresh namespace `shop-…` of team-a with Database `orders` in it, once its super copy
+    /// (`what`) exists: the namespace, its super namespace and the copy.
+    async fn orders(&mut self, what: &str) -> Result<(String, String, Value)> {
+        let ns = self.namespace("team-a", "shop").await?;
+        let super_ns = format!("team-a-{ns}");
+        create(
+            &self.tenant("team-a"),
+            database(&ns, "orders", db_spec("small")),
+        )
+        .await?;
+        let copy = DATABASE
+            .at(&self.super_(), &super_ns, "orders")
+            .until(what, |_| true)
+            .await?;
+        Ok((ns, super_ns, copy))
+    }
+
     /// Deletes the test's tenant namespaces and waits until ferry removed their super
     /// namespaces (so that no leftovers reach later tests).
     async fn finish(self, ferry: Ferry) -> Result<()> {

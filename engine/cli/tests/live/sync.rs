@@ -104,13 +104,7 @@ pub async fn status_flows_up(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "status").await?;
     let ferry = env.ferry(&["team-a"]).await?;
     let (a, s) = (env.tenant("team-a"), env.super_());
-    let ns = env.namespace("team-a", "shop").await?;
-    let super_ns = format!("team-a-{ns}");
-    create(&a, database(&ns, "orders", db_spec("small"))).await?;
-    DATABASE
-        .at(&s, &super_ns, "orders")
-        .until("super copy", |_| true)
-        .await?;
+    let (ns, super_ns, _) = env.orders("super copy").await?;
     DATABASE.at(&s, &super_ns, "orders").merge_status( json!({"status": {"phase": "Ready", "primaryNamespace": super_ns, "conditions": [{"type": "Ready", "status": "True", "message": format!("primary in {super_ns} is up")}]}})).await?;
     DATABASE
         .at(&s, &super_ns, "orders")
@@ -137,13 +131,7 @@ pub async fn drift_repaired(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "drift").await?;
     let ferry = env.ferry(&["team-a"]).await?;
     let (a, s) = (env.tenant("team-a"), env.super_());
-    let ns = env.namespace("team-a", "shop").await?;
-    let super_ns = format!("team-a-{ns}");
-    create(&a, database(&ns, "orders", db_spec("small"))).await?;
-    let copy = DATABASE
-        .at(&s, &super_ns, "orders")
-        .until("super copy", |_| true)
-        .await?;
+    let (ns, super_ns, copy) = env.orders("super copy").await?;
     // Down: an edit of the super copy is reverted; a deleted copy comes back.
     DATABASE
         .at(&s, &super_ns, "orders")
