@@ -32,6 +32,18 @@ pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(5);
 /// machine, where a wake-up is an inter-processor interrupt.
 pub const SPIN: Duration = Duration::from_micros(300);
 
+/// [`SPIN`], or nothing when this process may run on one CPU only (`taskset`, a cgroup quota
+/// of one CPU): there, spinning only delays the process it waits for.
+pub fn spin() -> Duration {
+    static SPIN_FOR: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *SPIN_FOR.get_or_init(
+        || match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+            1 => Duration::ZERO,
+            _ => SPIN,
+        },
+    )
+}
+
 /// Idle workers kept for reuse.
 const MAX_IDLE: usize = 8;
 
@@ -350,7 +362,7 @@ impl Process {
         buf: &mut Vec<u8>,
         deadline: Instant,
     ) -> std::result::Result<(), Failure> {
-        let spin_until = Instant::now() + SPIN;
+        let spin_until = Instant::now() + spin();
         let start = buf.len();
         // Zeroed once per read, not per spin: the spin must stay cheap.
         buf.resize(start + 65536, 0);

@@ -160,18 +160,16 @@ impl PrintHandler for PrintNothing {
     }
 }
 
-/// How long the worker spins for the next request before sleeping: requests of a busy engine
-/// come faster than a sleep and wake-up.
-const SPIN: Duration = Duration::from_micros(300);
-
-/// Reads a non-blocking stdin: spins for [`SPIN`], then sleeps in `poll` until data arrives.
+/// Reads a non-blocking stdin: spins for [`super::pool::spin`] (requests of a busy engine come
+/// faster than a sleep and wake-up, unless the process has one CPU), then sleeps in `poll`
+/// until data arrives.
 struct SpinRead<R> {
     inner: R,
 }
 
 impl<R: io::Read + std::os::fd::AsFd> io::Read for SpinRead<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let spin_until = Instant::now() + SPIN;
+        let spin_until = Instant::now() + super::pool::spin();
         loop {
             match self.inner.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
