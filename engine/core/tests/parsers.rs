@@ -193,7 +193,11 @@ fn schema_json() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    // 48 cases each in CI; `PROPTEST_CASES` asks for more.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn policies_never_panic_or_hang(text in prop_oneof![mutated(POLICY), mutated(GATEWAY_POLICY), text()]) {

@@ -143,9 +143,10 @@ impl Cache {
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         let newer = objects
             .get(&key)
-            .and_then(|t| decode(t))
+            .and_then(|t| head(t))
             .is_some_and(|cached| {
-                crate::object::uid(&cached) == uid && version(&cached) > version(&object)
+                cached.metadata.uid == uid
+                    && cached.metadata.resource_version.parse().unwrap_or(0u64) > version(&object)
             });
         if !newer {
             objects.insert(key, encode(&object));
@@ -163,6 +164,25 @@ impl Cache {
 /// an unparsable one orders first, so that what ferry wrote is kept).
 fn version(object: &Value) -> u64 {
     rv(object).parse().unwrap_or(0)
+}
+
+/// The uid and resourceVersion of a cached object, read without building its value.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    metadata: HeadMeta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct HeadMeta<'a> {
+    #[serde(borrow, default)]
+    uid: &'a str,
+    #[serde(borrow, default, rename = "resourceVersion")]
+    resource_version: &'a str,
+}
+
+fn head(text: &str) -> Option<Head<'_>> {
+    serde_json::from_str(text).ok()
 }
 
 fn encode(value: &Value) -> Box<str> {

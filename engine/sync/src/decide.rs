@@ -81,14 +81,27 @@ pub fn to_super(
 ) -> Action {
     match actual {
         None => Action::Create(desired.clone()),
-        Some(s) if deleting(s) => Action::Wait,
-        Some(s) if Ownership::of(s).uid != Some(tenant_uid) => Action::Recreate {
-            uid: uid(s).to_string(),
-        },
-        Some(s) if annotation(s, ANN_APPLIED) == Some(hash) && (wrote || holds(s, desired)) => {
-            Action::Nothing
-        }
-        Some(s) => Action::Apply(with_uid(desired, uid(s))),
+        Some(s) => going_or_earlier(s, tenant_uid).unwrap_or_else(|| {
+            if annotation(s, ANN_APPLIED) == Some(hash) && (wrote || holds(s, desired)) {
+                Action::Nothing
+            } else {
+                Action::Apply(with_uid(desired, uid(s)))
+            }
+        }),
+    }
+}
+
+/// What an existing copy needs before it can be applied to: `Wait` while it is being
+/// deleted, `Recreate` when it is the copy of an earlier tenant object of the same name.
+fn going_or_earlier(copy: &Value, tenant_uid: &str) -> Option<Action> {
+    if deleting(copy) {
+        Some(Action::Wait)
+    } else if Ownership::of(copy).uid != Some(tenant_uid) {
+        Some(Action::Recreate {
+            uid: uid(copy).to_string(),
+        })
+    } else {
+        None
     }
 }
 
@@ -117,11 +130,8 @@ pub fn checked(
                 ),
             ))
         }
-        Some(f) if deleting(f) => Action::Wait,
-        Some(f) if Ownership::of(f).uid != Some(tenant_uid) => Action::Recreate {
-            uid: uid(f).to_string(),
-        },
-        Some(f) => Action::Apply(with_uid(desired, uid(f))),
+        Some(f) => going_or_earlier(f, tenant_uid)
+            .unwrap_or_else(|| Action::Apply(with_uid(desired, uid(f)))),
         // Gone again meanwhile: create it.
         None => Action::Create(desired.clone()),
     }

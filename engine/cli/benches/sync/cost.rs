@@ -59,13 +59,16 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 }
 
 pub fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// What one phase cost: super requests for Databases, the super API server's and ferry's CPU.

@@ -64,6 +64,16 @@ async fn burst(client: &Client, ns: &str, changes: Vec<Change>) -> Result<()> {
     Ok(())
 }
 
+/// [`burst`] on a task of its own.
+fn in_background(
+    client: &Client,
+    ns: &str,
+    changes: Vec<Change>,
+) -> tokio::task::JoinHandle<Result<()>> {
+    let (client, ns) = (client.clone(), ns.to_string());
+    tokio::spawn(async move { burst(&client, &ns, changes).await })
+}
+
 fn status(e: &anyhow::Error) -> Option<u16> {
     match e.downcast_ref::<kube::Error>() {
         Some(kube::Error::Api(s)) => Some(s.code),
@@ -123,10 +133,7 @@ pub async fn killed_mid_burst(identity: Identity) -> Result<()> {
     let (a, s) = (env.tenant("team-a"), env.super_());
     let ns = env.namespace("team-a", "burst").await?;
     let super_ns = format!("team-a-{ns}");
-    let first = tokio::spawn({
-        let (a, ns) = (a.clone(), ns.clone());
-        async move { burst(&a, &ns, creates("db", 0..150, 1)).await }
-    });
+    let first = in_background(&a, &ns, creates("db", 0..150, 1));
     // Some copies written, most still to come.
     eventually("a third of the burst synced", WAIT, || async {
         Ok((DATABASE.list(&s, &super_ns).await?.len() >= 50).then_some(()))
@@ -136,10 +143,7 @@ pub async fn killed_mid_burst(identity: Identity) -> Result<()> {
         .map(|i| Change::Update(format!("db{i}"), 2))
         .collect();
     changes.extend((40..70).map(|i| Change::Delete(format!("db{i}"))));
-    let second = tokio::spawn({
-        let (a, ns) = (a.clone(), ns.clone());
-        async move { burst(&a, &ns, changes).await }
-    });
+    let second = in_background(&a, &ns, changes);
     tokio::time::sleep(Duration::from_millis(300)).await;
     faults::signal(ferry.pid().context("ferry runs")?, "KILL")?;
     drop(ferry);
@@ -192,10 +196,7 @@ pub async fn control_planes_restarted(identity: Identity) -> Result<()> {
         ),
     ];
     for (process, changes) in rounds {
-        let changing = tokio::spawn({
-            let (a, ns) = (a.clone(), ns.clone());
-            async move { burst(&a, &ns, changes).await }
-        });
+        let changing = in_background(&a, &ns, changes);
         tokio::time::sleep(Duration::from_millis(200)).await;
         tokio::task::spawn_blocking(move || faults::restart(process)).await??;
         changing.await??;

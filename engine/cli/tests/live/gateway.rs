@@ -23,16 +23,7 @@ pub async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
             .await?;
     }
     // The platform's GatewayClass, published to every tenant.
-    let class = unique("shared");
-    create(
-        &s,
-        json!({
-            "apiVersion": GW, "kind": "GatewayClass",
-            "metadata": {"name": class, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
-            "spec": {"controllerName": "example.com/gateway"},
-        }),
-    )
-    .await?;
+    let class = shared_class(&s).await?;
     create(&a, json!({
         "apiVersion": GW, "kind": "Gateway",
         "metadata": {"name": "edge", "namespace": infra},
@@ -172,16 +163,7 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
         .await?;
     }
     env.cleanup.push((a.clone(), platform.clone()));
-    let class = unique("shared");
-    create(
-        &s,
-        json!({
-            "apiVersion": GW, "kind": "GatewayClass",
-            "metadata": {"name": class, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
-            "spec": {"controllerName": "example.com/gateway"},
-        }),
-    )
-    .await?;
+    let class = shared_class(&s).await?;
     let listener = json!([{"name": "http", "port": 80, "protocol": "HTTP"}]);
     create(&s, json!({
         "apiVersion": GW, "kind": "Gateway",
@@ -250,4 +232,19 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
         .delete()
         .await?;
     env.finish(ferry).await
+}
+
+/// The platform's GatewayClass in the super cluster, labelled public: its name.
+async fn shared_class(s: &Client) -> Result<String> {
+    let class = unique("shared");
+    create(
+        s,
+        json!({
+            "apiVersion": GW, "kind": "GatewayClass",
+            "metadata": {"name": class, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
+            "spec": {"controllerName": "example.com/gateway"},
+        }),
+    )
+    .await?;
+    Ok(class)
 }

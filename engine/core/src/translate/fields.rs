@@ -266,4 +266,4 @@ impl<'a> Fields<'a> {
 }
 
 mod reference;
-mod selector;
+pub(super) mod selector;

@@ -16,6 +16,7 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::fields::selector::shown;
 use super::path::Path;
 use super::{
     Reason, Refusal, Result, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_TENANT,
@@ -456,15 +457,6 @@ fn slash(namespace: &str, name: &str) -> String {
         name.to_string()
     } else {
         format!("{namespace}/{name}")
-    }
-}
-
-/// A value as a message shows it: short, on one line.
-fn shown(value: &Value) -> String {
-    let s = value.to_string();
-    match s.char_indices().nth(60) {
-        Some((cut, _)) => format!("{}…", &s[..cut]),
-        None => s,
     }
 }
 

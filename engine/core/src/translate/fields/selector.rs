@@ -19,12 +19,7 @@ impl Fields<'_> {
         let selector = match value {
             Value::Null => return Ok(()),
             Value::Object(m) => m,
-            other => {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("{path}: expected a LabelSelector object, found {other}"),
-                ))
-            }
+            other => return Err(not_a_selector(path, other)),
         };
         let match_labels = path.key("matchLabels");
         let label_path = match_labels.key(LABEL_TENANT);
@@ -145,5 +140,25 @@ impl Fields<'_> {
             *text = out;
         }
         Ok(())
+    }
+}
+
+/// The refusal of a LabelSelector field holding something else than an object.
+pub(in crate::translate) fn not_a_selector(path: &Path<'_>, found: &Value) -> Refusal {
+    Refusal::new(
+        Reason::Invalid,
+        format!(
+            "{path}: expected a LabelSelector object, found {}",
+            shown(found)
+        ),
+    )
+}
+
+/// A value as a message shows it: short, on one line.
+pub(in crate::translate) fn shown(value: &Value) -> String {
+    let s = value.to_string();
+    match s.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s,
     }
 }

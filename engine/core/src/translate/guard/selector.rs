@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::{shown, Guard};
+use crate::translate::fields::selector::not_a_selector;
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX};
@@ -36,15 +37,7 @@ impl Guard<'_> {
         let selector = match value {
             Value::Null => return Ok(()),
             Value::Object(m) => m,
-            other => {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!(
-                        "{path}: expected a LabelSelector object, found {}",
-                        shown(other)
-                    ),
-                ))
-            }
+            other => return Err(not_a_selector(path, other)),
         };
         let tenant = self.names.tenant().as_str();
         let found = selector
