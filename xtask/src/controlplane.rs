@@ -210,8 +210,15 @@ fn kubeconfig(name: &str, port: u16, pki: &Path) -> Result<String> {
     ))
 }
 
-/// `cargo xtask cluster up`: starts (or reuses) etcd, the super API server and one per tenant.
-pub fn up(tenants: &[String]) -> Result<()> {
+/// The super cluster of `cargo xtask cluster up` without `--supers`.
+pub const DEFAULT_SUPER: &str = "super";
+
+/// `cargo xtask cluster up`: starts (or reuses) etcd, an API server per super cluster (with
+/// its controllers) and one per tenant.
+pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
+    if let Some(both) = supers.iter().find(|s| tenants.contains(s)) {
+        bail!("cluster up: {both:?} is named both a super cluster and a tenant");
+    }
     let bin = build()?;
     let dir = clusters_dir();
     let mut state = match read_state() {
@@ -241,7 +248,7 @@ pub fn up(tenants: &[String]) -> Result<()> {
         state["etcd-tenants"] = start_etcd(&bin, "etcd-tenants", cpus(false))?;
         write_state(&state)?;
     }
-    let mut wanted = vec!["super".to_string()];
+    let mut wanted = supers.to_vec();
     wanted.extend(tenants.iter().cloned());
     let mut started = Vec::new();
     for name in &wanted {
@@ -255,7 +262,7 @@ pub fn up(tenants: &[String]) -> Result<()> {
         }
         let port = free_port()?;
         let p = |f: &str| pki.join(f).display().to_string();
-        let super_side = name == "super";
+        let super_side = supers.contains(name);
         let etcd = if super_side || state.get("etcd-tenants").is_none() {
             "etcd"
         } else {
@@ -302,7 +309,9 @@ pub fn up(tenants: &[String]) -> Result<()> {
     for (name, port) in &started {
         wait_ready(&bin, name, *port)?;
     }
-    start_controllers(&bin, &mut state)?;
+    for name in supers {
+        start_controllers(&bin, &mut state, name)?;
+    }
     let names: BTreeMap<_, _> = wanted
         .iter()
         .map(|n| (n.clone(), dir.join(format!("{n}.kubeconfig"))))
@@ -339,15 +348,29 @@ fn start_etcd(bin: &Path, name: &str, cpus: Option<&str>) -> Result<Value> {
     Ok(json!({"pid": pid, "port": client, "args": args, "cpus": cpus}))
 }
 
-/// Starts the super cluster's namespace and garbage-collector controllers (a deleted namespace
-/// is emptied and removed, as in a real cluster), unless they run.
-fn start_controllers(bin: &Path, state: &mut Value) -> Result<()> {
-    if state["controllers"]["pid"].as_u64().is_some_and(alive) {
+/// The process name of super cluster `name`'s controllers: `controllers` for the default super,
+/// `controllers-<name>` for others.
+pub fn controllers(name: &str) -> String {
+    if name == DEFAULT_SUPER {
+        "controllers".into()
+    } else {
+        format!("controllers-{name}")
+    }
+}
+
+/// Starts super cluster `name`'s namespace and garbage-collector controllers (a deleted
+/// namespace is emptied and removed, as in a real cluster), unless they run.
+fn start_controllers(bin: &Path, state: &mut Value, name: &str) -> Result<()> {
+    let process = controllers(name);
+    if state[&process]["pid"].as_u64().is_some_and(alive) {
         return Ok(());
     }
     let dir = clusters_dir();
     let args: Vec<String> = vec![
-        format!("--kubeconfig={}", dir.join("super.kubeconfig").display()),
+        format!(
+            "--kubeconfig={}",
+            dir.join(format!("{name}.kubeconfig")).display()
+        ),
         "--controllers=namespace,garbagecollector".into(),
         "--leader-elect=false".into(),
         "--secure-port=0".into(),
@@ -356,11 +379,11 @@ fn start_controllers(bin: &Path, state: &mut Value) -> Result<()> {
     let pid = spawn(
         &bin.join("kube-controller-manager"),
         &args,
-        &dir.join("logs/controllers.log"),
+        &dir.join(format!("logs/{process}.log")),
         cpus(true),
     )?;
-    println!("controllers    pid {pid:<7} namespace, garbage collector (super)");
-    state["controllers"] = json!({"pid": pid, "args": args, "cpus": cpus(true)});
+    println!("{process:<14} pid {pid:<7} namespace, garbage collector ({name})");
+    state[&process] = json!({"pid": pid, "args": args, "cpus": cpus(true)});
     write_state(state)
 }
 
@@ -397,10 +420,14 @@ pub fn down() -> Result<()> {
         let _ = fs::remove_file(&demo);
     }
     if let Some(state) = read_state() {
-        for process in ["etcd", "etcd-tenants", "controllers"] {
-            if let Some(pid) = state[process]["pid"].as_u64() {
-                pids.push(pid);
-            }
+        // etcd, etcd-tenants and every super's controllers.
+        if let Some(processes) = state.as_object() {
+            pids.extend(
+                processes
+                    .iter()
+                    .filter(|(k, _)| *k != "clusters")
+                    .filter_map(|(_, p)| p["pid"].as_u64()),
+            );
         }
         if let Some(clusters) = state["clusters"].as_object() {
             pids.extend(clusters.values().filter_map(|c| c["pid"].as_u64()));

@@ -24,7 +24,10 @@ pub fn run(args: &[&str]) -> Result<()> {
         "ferry-testkit",
         "--bins",
     ])?;
-    controlplane::up(&["team-a".to_string(), "team-b".to_string()])?;
+    controlplane::up(
+        &[controlplane::DEFAULT_SUPER.to_string()],
+        &["team-a".to_string(), "team-b".to_string()],
+    )?;
     let target = root().join("target/debug");
     let mut driver = std::process::Command::new(target.join("ferry-demo"));
     driver.arg("--ferry").arg(target.join("ferry"));

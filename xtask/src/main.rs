@@ -5,7 +5,7 @@
 //!                                (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
-//!  cargo xtask cluster up [--tenants a,b] | down | restart NAME
+//!  cargo xtask cluster up [--supers a,b] [--tenants c,d] | down | restart NAME
 //! ```
 
 mod controlplane;
@@ -23,7 +23,7 @@ fn usage() -> ! {
          test                           run every test (starts local control planes)\n  \
          bench [--translate]            run benchmarks, write target/bench/report.json\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
-         cluster up [--tenants a,b]     start etcd + kube-apiservers on 127.0.0.1\n  \
+         cluster up [--supers a,b] [--tenants c,d]\n                                   start etcd + kube-apiservers on 127.0.0.1\n  \
          cluster restart NAME           restart etcd or one API server (super, a tenant), data kept\n  \
          cluster down                   stop them and remove their data"
     );
@@ -37,26 +37,44 @@ fn main() -> Result<()> {
         ["test", rest @ ..] => test(rest),
         ["bench", rest @ ..] => bench(rest),
         ["demo", rest @ ..] => demo::run(rest),
-        ["cluster", "up", rest @ ..] => controlplane::up(&tenants(rest)?),
+        ["cluster", "up", rest @ ..] => {
+            let (supers, tenants) = topology(rest)?;
+            controlplane::up(&supers, &tenants)
+        }
         ["cluster", "down"] => controlplane::down(),
         ["cluster", "restart", name] => restart::restart(name),
         _ => usage(),
     }
 }
 
-fn tenants(args: &[&str]) -> Result<Vec<String>> {
-    match args {
-        [] => Ok(controlplane::DEFAULT_TENANTS
-            .iter()
-            .map(|s| s.to_string())
-            .collect()),
-        ["--tenants", list] => Ok(list
-            .split(',')
+/// The super clusters and tenants of `cluster up [--supers a,b] [--tenants c,d]`.
+fn topology(args: &[&str]) -> Result<(Vec<String>, Vec<String>)> {
+    let list = |l: &str| -> Vec<String> {
+        l.split(',')
             .filter(|s| !s.is_empty())
             .map(str::to_string)
-            .collect()),
-        other => bail!("cluster up: unexpected arguments {other:?} (expected --tenants a,b)"),
+            .collect()
+    };
+    let mut supers = vec![controlplane::DEFAULT_SUPER.to_string()];
+    let mut tenants: Vec<String> = controlplane::DEFAULT_TENANTS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut rest = args;
+    loop {
+        match rest {
+            [] => break,
+            ["--supers", l, more @ ..] => (supers, rest) = (list(l), more),
+            ["--tenants", l, more @ ..] => (tenants, rest) = (list(l), more),
+            other => bail!(
+                "cluster up: unexpected arguments {other:?} (expected --supers a,b and --tenants c,d)"
+            ),
+        }
     }
+    if supers.is_empty() {
+        bail!("cluster up: --supers names no super cluster");
+    }
+    Ok((supers, tenants))
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
@@ -88,7 +106,8 @@ fn test(extra: &[&str]) -> Result<()> {
         "warnings",
     ])?;
     println!("== control planes (super, team-a, team-b)");
-    controlplane::up(&tenants(&[])?)?;
+    let (supers, tenants) = topology(&[])?;
+    controlplane::up(&supers, &tenants)?;
     println!("== cargo test --workspace");
     let mut args = vec!["test", "--workspace"];
     args.extend_from_slice(extra);
@@ -164,7 +183,10 @@ fn bench(args: &[&str]) -> Result<()> {
         std::env::set_var("FERRY_PIN", "1");
         std::env::set_var("FERRY_BENCH_FERRY_CPUS", "1");
         controlplane::down()?;
-        controlplane::up(&["team-a".to_string(), "team-b".to_string()])?;
+        controlplane::up(
+            &[controlplane::DEFAULT_SUPER.to_string()],
+            &["team-a".to_string(), "team-b".to_string()],
+        )?;
         cargo(&[
             "bench",
             "-q",
@@ -206,5 +228,19 @@ mod tests {
             super::counts("FAILED. 5 passed; 1 failed; 0 ignored"),
             (5, 1)
         );
+    }
+
+    #[test]
+    fn supers_and_tenants_in_either_order_with_defaults() {
+        let (s, t) = super::topology(&[]).unwrap();
+        assert_eq!(
+            (s, t),
+            (vec!["super".into()], vec!["team-a".into(), "team-b".into()])
+        );
+        let (s, t) = super::topology(&["--tenants", "team-a", "--supers", "east,west"]).unwrap();
+        assert_eq!(s, ["east", "west"]);
+        assert_eq!(t, ["team-a"]);
+        assert!(super::topology(&["--supers", ""]).is_err());
+        assert!(super::topology(&["--gpus", "1"]).is_err());
     }
 }

@@ -40,11 +40,11 @@ pub fn restart(name: &str) -> Result<()> {
     };
     let (entry, program, log) = if name == "etcd" {
         (state["etcd"].clone(), "etcd", "logs/etcd.log".to_string())
-    } else if name == "controllers" {
+    } else if name.starts_with("controllers") {
         (
-            state["controllers"].clone(),
+            state[name].clone(),
             "kube-controller-manager",
-            "logs/controllers.log".to_string(),
+            format!("logs/{name}.log"),
         )
     } else {
         (
@@ -79,7 +79,7 @@ pub fn restart(name: &str) -> Result<()> {
         "{name:<14} restarted (pid {pid}) after {:.1}s down",
         start.elapsed().as_secs_f64()
     );
-    if name == "etcd" || name == "controllers" {
+    if name == "etcd" || name.starts_with("controllers") {
         state[name]["pid"] = json!(pid);
     } else {
         state["clusters"][name]["pid"] = json!(pid);

@@ -66,6 +66,20 @@ async fn main() -> Result<()> {
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
     let rss_before = ferry.rss().unwrap_or(0);
+    // `FERRY_BENCH_ONLY=memory`: the memory figure alone, for profiling what ferry holds.
+    if std::env::var("FERRY_BENCH_ONLY").as_deref() == Ok("memory") {
+        for _ in 0..ROUNDS {
+            let ns = fresh_namespace(a, "bench-sync").await?;
+            throughput(a, &ns, s, &format!("team-a-{ns}")).await?;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let grown = ferry.rss().unwrap_or(0) as f64 - rss_before as f64;
+        println!(
+            "memory: ferry's RSS grew {:.0} bytes per synced object (target <= 2048)",
+            grown / (ROUNDS * PER_ROUND) as f64
+        );
+        return Ok(());
+    }
     // The super API server, and its etcd when the tenants have one of their own (`cargo xtask
     // bench --sync` starts them so; a shared etcd would count the tenant's writes too).
     let own_etcd = ferry_testkit::faults::pid("etcd-tenants").is_ok();

@@ -11,6 +11,10 @@ use crate::locate::{yaml_message, Location, Positions};
 use crate::naming::{check_tenant_set, Tenant};
 use crate::policy::load::relative;
 
+mod supers;
+
+pub use supers::{candidates, place, PlacementRule, SuperConfig, DEFAULT_SUPER};
+
 /// A problem with the configuration file.
 #[derive(Debug, thiserror::Error)]
 #[error("{at}: {message}")]
@@ -38,8 +42,12 @@ struct File {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Spec {
     policy: String,
-    #[serde(rename = "super")]
-    super_cluster: Cluster,
+    #[serde(rename = "super", default)]
+    super_cluster: Option<Cluster>,
+    #[serde(default)]
+    supers: Option<Vec<supers::SuperEntry>>,
+    #[serde(default)]
+    placement: Vec<supers::RuleEntry>,
     #[serde(default)]
     tenants: Vec<TenantEntry>,
     #[serde(default)]
@@ -116,8 +124,11 @@ pub struct TenantConfig {
 pub struct Config {
     /// The policy file or directory.
     pub policy: PathBuf,
-    /// The super cluster's kubeconfig.
-    pub super_kubeconfig: PathBuf,
+    /// The super clusters, in config order (at least one; `super: {kubeconfig}` is one
+    /// named `super`).
+    pub supers: Vec<SuperConfig>,
+    /// Placement rules, first match wins.
+    pub placement: Vec<PlacementRule>,
     /// The tenants, a valid set (no duplicates, no `a-` prefix of another).
     pub tenants: Vec<TenantConfig>,
     /// How often the patrol compares desired and actual state.
@@ -248,9 +259,18 @@ pub fn load(path: &Path) -> Result<Config> {
             ),
         )
     })?;
+    let supers = supers::supers(
+        path,
+        &positions,
+        spec.super_cluster.map(|c| c.kubeconfig),
+        spec.supers,
+    )?;
+    let names: Vec<Tenant> = tenants.iter().map(|t| t.name.clone()).collect();
+    let placement = supers::rules(&positions, spec.placement, &supers, &names)?;
     Ok(Config {
         policy: relative(path, &spec.policy),
-        super_kubeconfig: relative(path, &spec.super_cluster.kubeconfig),
+        supers,
+        placement,
         tenants,
         patrol_interval,
         leader_election: spec.leader_election.unwrap_or_default(),
@@ -315,6 +335,64 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("ferry.yaml:7:"), "{err}");
+    }
+
+    const TWO: &str = "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\nspec:\n  policy: policies/platform.yaml\n  supers:\n  - {name: east, kubeconfig: east.kubeconfig, labels: {region: east}}\n  - {name: west, kubeconfig: west.kubeconfig, labels: {region: west, gpu: \"true\"}, cordoned: false}\n  placement:\n  - tenants: [team-a]\n    namespaceSelector: {matchLabels: {accelerator: gpu}}\n    supers: {matchLabels: {gpu: \"true\"}}\n  tenants:\n  - {name: team-a, kubeconfig: team-a.kubeconfig}\n";
+
+    #[test]
+    fn several_supers_and_placement_load() {
+        let config = load_text(TWO).unwrap();
+        let names: Vec<&str> = config.supers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["east", "west"]);
+        assert!(config.supers[1].kubeconfig.ends_with("west.kubeconfig"));
+        assert_eq!(config.placement.len(), 1);
+        // The single-super form is one super named `super`.
+        let one = load_text(GOOD).unwrap();
+        assert_eq!(one.supers.len(), 1);
+        assert_eq!(one.supers[0].name, DEFAULT_SUPER);
+        assert!(one.placement.is_empty());
+    }
+
+    #[test]
+    fn bad_supers_and_rules_are_refused_with_their_location() {
+        let refused = |text: &str, at: &str, says: &str| {
+            let err = load_text(text).unwrap_err().to_string();
+            assert!(err.starts_with(at), "{err}");
+            assert!(err.contains(says), "{err}");
+        };
+        refused(
+            &TWO.replace("name: west", "name: east"),
+            "ferry.yaml:7:",
+            "super \"east\" is named twice",
+        );
+        refused(
+            &TWO.replace("supers: {matchLabels: {gpu", "supers: {matchLabels: {tpu"),
+            "ferry.yaml:11:",
+            "placement rule selects no super",
+        );
+        refused(
+            &TWO.replace(
+                "  policy:",
+                "  super: {kubeconfig: s.kubeconfig}\n  policy:",
+            ),
+            "ferry.yaml:6:",
+            "super and supers: expected one of them, found both",
+        );
+        refused(
+            &TWO.replace("tenants: [team-a]", "tenants: [team-z]"),
+            "ferry.yaml:9:",
+            "tenant \"team-z\" is not in spec.tenants",
+        );
+        refused(
+            &TWO.replace("name: east", "name: East"),
+            "ferry.yaml:6:",
+            "super name \"East\"",
+        );
+        refused(
+            &TWO.replace("    supers: {matchLabels: {gpu: \"true\"}}\n", ""),
+            "ferry.yaml:9:",
+            "expected supers",
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Watch caches: one per (cluster, kind), fed by a kube-runtime watcher and read by the
 //! reconciler. Objects are kept as compact JSON text without `managedFields` (a parsed value
 //! takes several times the memory of its text) and parsed when the reconciler reads them.
+//! A cache of super copies keeps a copy the reconciler checked reduced to what flows up
+//! (`held.rs`): what ferry wrote there is known from the tenant object and a digest.
 //!
 //! ```text
 //!  discovery (retried until served) ─▶ watcher ─▶ Cache ─▶ on_change(object) ─▶ queues
@@ -19,6 +21,11 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::object::{key_of, rv, ObjKey};
+
+mod held;
+
+pub use held::Reduce;
+use held::{Held, Reducer};
 
 /// Called with every object that appeared, changed or went away.
 pub type OnChange = Arc<dyn Fn(&Value) + Send + Sync>;
@@ -49,7 +56,9 @@ pub struct Served {
 pub struct Cache {
     /// For logs: `super Database.example.com`.
     pub what: String,
-    objects: RwLock<HashMap<ObjKey, Box<str>>>,
+    objects: RwLock<HashMap<ObjKey, Held>>,
+    /// How checked super copies are reduced; `None` holds every object in full.
+    reducer: Option<Reducer>,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
     /// Objects the watch saw deleted (by uid) since the last list, so that a write's answer
@@ -60,9 +69,15 @@ pub struct Cache {
 impl Cache {
     /// An empty cache described as `what` in logs.
     pub fn new(what: String) -> Self {
+        Self::reducing(what, None)
+    }
+
+    /// An empty cache of super copies that keeps a checked copy reduced by `reduce`.
+    pub fn reducing(what: String, reduce: Option<Reduce>) -> Self {
         Self {
             what,
             objects: RwLock::default(),
+            reducer: reduce.map(Reducer::new),
             phase: Mutex::new(Phase::Resolving),
             served: RwLock::default(),
             gone: Mutex::default(),
@@ -71,9 +86,45 @@ impl Cache {
 
     /// The object at `namespace`/`name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        self.get_checked(namespace, name).map(|(value, _)| value)
+    }
+
+    /// The object at `namespace`/`name`, and whether it is a copy checked to hold what ferry
+    /// applies (see [`Cache::check`]); such a copy is reduced to what flows up.
+    pub fn get_checked(&self, namespace: &str, name: &str) -> Option<(Arc<Value>, bool)> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        let text = objects.get(&(namespace.to_string(), name.to_string()))?;
-        decode(text)
+        let held = objects.get(&(namespace.to_string(), name.to_string()))?;
+        Some((decode(held.text())?, held.checked()))
+    }
+
+    /// Records that `object`, as cached, holds what ferry applies: a cache of super copies
+    /// then keeps it reduced, and later versions that differ only in what flows up stay
+    /// checked. Nothing changes if the cache holds another version by now.
+    pub fn check(&self, object: &Value) {
+        let (Some(reducer), Some(key)) = (&self.reducer, key_of(object)) else {
+            return;
+        };
+        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let same = objects
+            .get(&key)
+            .and_then(|h| head(h.text()))
+            .is_some_and(|h| {
+                h.metadata.uid == crate::object::uid(object)
+                    && h.metadata.resource_version == rv(object)
+            });
+        if same && !objects.get(&key).is_some_and(Held::checked) {
+            if let Some(held) = reducer.checked(object) {
+                objects.insert(key, held);
+            }
+        }
+    }
+
+    /// How `object` is to be held at `key`, given what `objects` holds there now.
+    fn hold(&self, objects: &HashMap<ObjKey, Held>, key: &ObjKey, object: &Value) -> Held {
+        match &self.reducer {
+            Some(reducer) => reducer.hold(object, objects.get(key)),
+            None => Held::Full(encode(object)),
+        }
     }
 
     /// Whether an object is at `namespace`/`name`.
@@ -91,7 +142,7 @@ impl Cache {
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.values().filter_map(|t| decode(t)).collect()
+        objects.values().filter_map(|h| decode(h.text())).collect()
     }
 
     /// Where every object is.
@@ -132,6 +183,16 @@ impl Cache {
     /// the stale copy before the watch event arrives; unless the watch has already said that
     /// this very object (its uid) was deleted, or brought a later version of it.
     pub fn remember(&self, object: Value) {
+        self.record(object, false)
+    }
+
+    /// [`Cache::remember`] for a super copy ferry has just applied: it holds what ferry
+    /// applies, so it is held checked (see [`Cache::check`]).
+    pub fn remember_applied(&self, object: Value) {
+        self.record(object, true)
+    }
+
+    fn record(&self, object: Value, checked: bool) {
         let Some(key) = key_of(&object) else {
             return;
         };
@@ -143,13 +204,18 @@ impl Cache {
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         let newer = objects
             .get(&key)
-            .and_then(|t| head(t))
+            .and_then(|h| head(h.text()))
             .is_some_and(|cached| {
                 cached.metadata.uid == uid
                     && cached.metadata.resource_version.parse().unwrap_or(0u64) > version(&object)
             });
         if !newer {
-            objects.insert(key, encode(&object));
+            let held = match &self.reducer {
+                Some(reducer) if checked => reducer.checked(&object),
+                _ => None,
+            };
+            let held = held.unwrap_or_else(|| self.hold(&objects, &key, &object));
+            objects.insert(key, held);
         }
     }
 
@@ -271,14 +337,20 @@ pub async fn run(
         config = config.labels(labels);
     }
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: HashMap<ObjKey, Box<str>> = HashMap::new();
+    let mut listing: HashMap<ObjKey, Held> = HashMap::new();
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => listing.clear(),
             Ok(Event::InitApply(object)) => {
                 if let Some(value) = to_value(object, &resource) {
                     if let Some(key) = key_of(&value) {
-                        listing.insert(key, encode(&value));
+                        // A copy checked before the relist stays checked if only what flows
+                        // up changed.
+                        let held = {
+                            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                            cache.hold(&objects, &key, &value)
+                        };
+                        listing.insert(key, held);
                     }
                 }
             }
@@ -290,8 +362,8 @@ pub async fn run(
                     let gone = objects
                         .iter()
                         .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, t)| decode(t));
-                    let all = fresh.values().filter_map(|t| decode(t));
+                        .filter_map(|(_, h)| decode(h.text()));
+                    let all = fresh.values().filter_map(|h| decode(h.text()));
                     let changed = gone.chain(all).collect();
                     *objects = fresh;
                     changed
@@ -333,7 +405,8 @@ fn observe(
         let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
         if present {
             gone.remove(&key);
-            objects.insert(key, encode(&value));
+            let held = cache.hold(&objects, &key, &value);
+            objects.insert(key, held);
         } else {
             gone.insert(key.clone(), crate::object::uid(&value).to_string());
             objects.remove(&key);
@@ -370,6 +443,41 @@ mod tests {
         // Another object of that name is remembered.
         cache.remember(copy("u2", "9"));
         assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
+    }
+
+    #[test]
+    fn a_checked_copy_is_held_reduced_until_more_than_its_status_changes() {
+        let reduce: Reduce = Arc::new(|fields| {
+            let mut out = fields.clone();
+            out.remove("data");
+            out
+        });
+        let cache = Cache::reducing("test".into(), Some(reduce));
+        let mut object = copy("u1", "5");
+        object["data"] = json!({"big": "x"});
+        observed(&cache, object.clone(), true);
+        assert!(!cache.get_checked("n", "a").unwrap().1);
+        // Another version is cached by now: checking the older one changes nothing.
+        let mut older = object.clone();
+        older["metadata"]["resourceVersion"] = json!("4");
+        cache.check(&older);
+        assert!(!cache.get_checked("n", "a").unwrap().1);
+        cache.check(&object);
+        let (held, checked) = cache.get_checked("n", "a").unwrap();
+        assert!(checked && held.get("data").is_none());
+        object["status"] = json!({"phase": "Ready"});
+        object["metadata"]["resourceVersion"] = json!("6");
+        observed(&cache, object.clone(), true);
+        assert!(cache.get_checked("n", "a").unwrap().1);
+        object["data"] = json!({"big": "y"});
+        object["metadata"]["resourceVersion"] = json!("7");
+        observed(&cache, object.clone(), true);
+        let (held, checked) = cache.get_checked("n", "a").unwrap();
+        assert!(!checked && held["data"]["big"] == "y");
+        // What ferry applied is held checked at once.
+        object["metadata"]["resourceVersion"] = json!("8");
+        cache.remember_applied(object);
+        assert!(cache.get_checked("n", "a").unwrap().1);
     }
 
     #[test]

@@ -68,8 +68,9 @@ pub fn stamped(mut translated: Value) -> (Value, String) {
 }
 
 /// A wanted tenant object (uid `tenant_uid`) whose super copy should be `desired` (digest
-/// `hash`); `actual` is ferry's copy in the cache, and `wrote` whether ferry's last write
-/// produced it. A copy is created only where nothing holds the name (`Create` is applied with
+/// `hash`); `actual` is ferry's copy in the cache, and `holding` whether it is known to hold
+/// what ferry applied: ferry's last write produced it, or the cache checked it (a checked
+/// copy is reduced to what flows up, so only its digest annotation can be compared). A copy is created only where nothing holds the name (`Create` is applied with
 /// that precondition, see [`checked`] when it fails) and applied only to the copy ferry looked
 /// at (`Apply` carries its uid).
 pub fn to_super(
@@ -77,12 +78,12 @@ pub fn to_super(
     hash: &str,
     actual: Option<&Value>,
     tenant_uid: &str,
-    wrote: bool,
+    holding: bool,
 ) -> Action {
     match actual {
         None => Action::Create(desired.clone()),
         Some(s) => going_or_earlier(s, tenant_uid).unwrap_or_else(|| {
-            if annotation(s, ANN_APPLIED) == Some(hash) && (wrote || holds(s, desired)) {
+            if annotation(s, ANN_APPLIED) == Some(hash) && (holding || holds(s, desired)) {
                 Action::Nothing
             } else {
                 Action::Apply(with_uid(desired, uid(s)))

@@ -47,6 +47,16 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
+    /// The configuration names several super clusters; `ferry run` syncs through one.
+    #[error("{config}: spec.supers lists {count} super clusters ({names}); ferry run syncs through one super cluster: list one, or run one ferry per super (placement rules are checked but not applied)")]
+    SeveralSupers {
+        /// The configuration file.
+        config: String,
+        /// How many.
+        count: usize,
+        /// Their names.
+        names: String,
+    },
 }
 
 /// `Result` with this module's [`Error`].
@@ -77,11 +87,31 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// The one super cluster of `config` (loaded from `path`).
+fn one_super<'c>(
+    path: &std::path::Path,
+    config: &'c ferry_core::config::Config,
+) -> Result<&'c ferry_core::config::SuperConfig> {
+    match config.supers.as_slice() {
+        [one] => Ok(one),
+        several => Err(Error::SeveralSupers {
+            config: path.display().to_string(),
+            count: several.len(),
+            names: several
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
-    let super_clients = crate::client::clients(&config.super_kubeconfig).await?;
+    let super_clients =
+        crate::client::clients(&one_super(&options.config, &config)?.kubeconfig).await?;
     let identity = identity();
     let metrics = Arc::new(Metrics::default());
     let (leader_tx, leader_rx) = watch::channel(false);

@@ -19,7 +19,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Reduce};
 use crate::client::Clients;
 use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
@@ -90,6 +90,16 @@ impl Shared {
             |resource| match resource.direction {
                 Direction::ToSuper => Some(LABEL_TENANT.to_string()),
                 Direction::FromSuper => Some(crate::public::selector(resource)),
+            },
+            // ferry's copies, once checked, are held as what flows up.
+            |idx| {
+                let policy = policy.clone();
+                (policy.resources[idx].direction == Direction::ToSuper).then(|| {
+                    let reduce: Reduce = Arc::new(move |fields| {
+                        ferry_core::translate::flowing_up(&policy.resources[idx], fields)
+                    });
+                    reduce
+                })
             },
             Some(LABEL_TENANT.to_string()),
             super_router(queues.clone(), policy.clone()),
@@ -240,6 +250,7 @@ impl TenantState {
                 Direction::ToSuper => Some(format!("{LABEL_FROM_SUPER}!=true")),
                 Direction::FromSuper => Some(format!("{LABEL_FROM_SUPER}=true")),
             },
+            |_| None,
             None,
             tenant_router(shared.queues.clone(), name.clone()),
         );

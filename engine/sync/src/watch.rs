@@ -8,7 +8,7 @@ use kube::core::GroupVersionKind;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use crate::cache::{self, Cache, OnChange};
+use crate::cache::{self, Cache, OnChange, Reduce};
 use crate::key::Kind;
 
 /// The group/version/kind of a policy entry.
@@ -48,19 +48,25 @@ pub struct Watched {
     pub tasks: Vec<JoinHandle<()>>,
 }
 
-/// Starts a watch cache for every policy entry (label selector from `labels`) and one for
-/// namespaces, in the cluster named `cluster` in logs; `on_change(kind)` reports their changes.
+/// Starts a watch cache for every policy entry (label selector from `labels`, checked objects
+/// reduced by `reduce(entry)`) and one for namespaces, in the cluster named `cluster` in logs;
+/// `on_change(kind)` reports their changes.
 pub fn watch_all(
     client: &Client,
     policy: &Policy,
     cluster: &str,
     labels: impl Fn(&Resource) -> Option<String>,
+    reduce: impl Fn(usize) -> Option<Reduce>,
     namespace_labels: Option<String>,
     on_change: impl Fn(Kind) -> OnChange,
 ) -> Watched {
     let mut tasks = Vec::new();
     let mut watch = |what: String, gvk: GroupVersionKind, labels: Option<String>, kind: Kind| {
-        let cache = Arc::new(Cache::new(what));
+        let reduce = match kind {
+            Kind::Resource(idx) => reduce(idx),
+            _ => None,
+        };
+        let cache = Arc::new(Cache::reducing(what, reduce));
         tasks.push(tokio::spawn(cache::run(
             client.clone(),
             gvk,

@@ -356,6 +356,19 @@ pub fn up(
     Ok(Value::Object(out))
 }
 
+/// What [`up`] reads of a super copy of `resource`: its type, metadata, status and
+/// `x-ferry-owner: super` fields. A copy reduced to these translates up the same.
+pub fn flowing_up(resource: &Resource, obj: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for key in ["apiVersion", "kind", "metadata", "status"] {
+        if let Some(v) = obj.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    copy_owned(&resource.plan.root, obj, &mut out, "", &mut None);
+    out
+}
+
 /// Copies every `x-ferry-owner: super` field of `from` into `to` at the same path.
 fn copy_owned(
     node: &crate::schema::Node,

@@ -20,6 +20,7 @@ mod outcome;
 mod path;
 
 pub use guard::Published;
+pub use metadata::flowing_up;
 pub use namespace_labels::{super_namespace_labels, ANN_TENANT_LABELS};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};
 pub use path::Path;

@@ -38,9 +38,14 @@ impl Reconciler<'_> {
         } else {
             (String::new(), names.to_super(&key.name))
         };
-        let actual = super_cache
-            .get(&super_ns, &super_name)
-            .filter(|s| Ownership::of(s).is_copy_of(key, namespaced));
+        // A checked copy is reduced to what flows up: it held what ferry applies, and nothing
+        // but what flows up has changed since.
+        let (actual, checked) = match super_cache.get_checked(&super_ns, &super_name) {
+            Some((s, checked)) if Ownership::of(&s).is_copy_of(key, namespaced) => {
+                (Some(s), checked)
+            }
+            _ => (None, false),
+        };
         let object = tenant_cache
             .get(&key.namespace, &key.name)
             .filter(|o| !deleting(o));
@@ -98,16 +103,23 @@ impl Reconciler<'_> {
                 return Ok(outcome);
             }
         }
-        let wrote = actual
-            .as_deref()
-            .is_some_and(|s| self.tenant.ledger().wrote(key, Part::Down, &hash, s));
-        let mut action = decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), wrote);
+        let holding = checked
+            || actual
+                .as_deref()
+                .is_some_and(|s| self.tenant.ledger().wrote(key, Part::Down, &hash, s));
+        let mut action =
+            decide::to_super(&desired, &hash, actual.as_deref(), uid(&object), holding);
         let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
         let mut read = false;
         let (current, applied) = loop {
             match action {
                 Action::Nothing => match actual {
-                    Some(current) => break (current, false),
+                    Some(current) => {
+                        if !checked {
+                            super_cache.check(&current);
+                        }
+                        break (current, false);
+                    }
                     None => return Ok(Outcome::default()),
                 },
                 Action::Create(body) => {
@@ -182,7 +194,7 @@ impl Reconciler<'_> {
             .writer
             .apply(place.0, body, precondition)
             .await?;
-        self.shared.caches[idx].remember(out.clone());
+        self.shared.caches[idx].remember_applied(out.clone());
         self.tenant
             .ledger()
             .record_write(key, Part::Down, hash, &out);

@@ -1,0 +1,224 @@
+//! What a cache holds of one object: its text, or, for a super copy the reconciler found
+//! holding what ferry applies, only what flows up and what ferry decides by, with a digest of
+//! the rest. A later version whose rest has the same digest stays checked, so a status update
+//! by a super-side controller neither brings the full text back nor needs a comparison.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// Reduces a super copy to what flows up (type, metadata, status, super-owned fields).
+pub type Reduce = Arc<dyn Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync>;
+
+/// Metadata a reduced copy keeps: where it is, which version, whether it is going, and the
+/// labels and annotations ferry's ownership and digest are read from.
+const KEPT_METADATA: [&str; 7] = [
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+];
+
+/// One cached object.
+pub enum Held {
+    /// The object, as compact JSON text.
+    Full(Box<str>),
+    /// A reduced super copy checked to hold what ferry applies, and the digest of the rest.
+    Checked { text: Box<str>, rest: u64 },
+}
+
+impl Held {
+    /// The text held.
+    pub fn text(&self) -> &str {
+        match self {
+            Held::Full(t) | Held::Checked { text: t, .. } => t,
+        }
+    }
+
+    /// Whether this is a checked, reduced copy.
+    pub fn checked(&self) -> bool {
+        matches!(self, Held::Checked { .. })
+    }
+}
+
+/// How a cache of super copies reduces them once checked.
+pub struct Reducer {
+    reduce: Reduce,
+    keys: RandomState,
+}
+
+impl Reducer {
+    /// A reducer keeping what `reduce` keeps (and the metadata above).
+    pub fn new(reduce: Reduce) -> Self {
+        Self {
+            reduce,
+            keys: RandomState::new(),
+        }
+    }
+
+    /// `object` reduced and checked.
+    pub fn checked(&self, object: &Value) -> Option<Held> {
+        let fields = object.as_object()?;
+        let mut kept = (self.reduce)(fields);
+        if let Some(Value::Object(meta)) = kept.get_mut("metadata") {
+            meta.retain(|k, _| KEPT_METADATA.contains(&k.as_str()));
+        }
+        Some(Held::Checked {
+            text: super::encode(&Value::Object(kept)),
+            rest: self.rest(fields),
+        })
+    }
+
+    /// `object` as it is to be held, given what was held before (`before`): still checked
+    /// when it is the same object with the same rest, else in full.
+    pub fn hold(&self, object: &Value, before: Option<&Held>) -> Held {
+        if let (Some(Held::Checked { text, rest }), Some(fields)) = (before, object.as_object()) {
+            let same_object =
+                super::head(text).is_some_and(|h| h.metadata.uid == crate::object::uid(object));
+            if same_object && self.rest(fields) == *rest {
+                if let Some(held) = self.checked(object) {
+                    return held;
+                }
+            }
+        }
+        Held::Full(super::encode(object))
+    }
+
+    /// The digest of what a reduced copy leaves out, and of its labels and annotations (keyed
+    /// per process): everything but status, the resourceVersion and managedFields.
+    fn rest(&self, fields: &Map<String, Value>) -> u64 {
+        let mut hasher = self.keys.build_hasher();
+        for (k, v) in sorted(fields) {
+            match k.as_str() {
+                "status" => continue,
+                "metadata" => {
+                    k.hash(&mut hasher);
+                    let Value::Object(meta) = v else {
+                        feed(&mut hasher, v);
+                        continue;
+                    };
+                    for (mk, mv) in sorted(meta) {
+                        if !matches!(mk.as_str(), "resourceVersion" | "managedFields") {
+                            mk.hash(&mut hasher);
+                            feed(&mut hasher, mv);
+                        }
+                    }
+                }
+                _ => {
+                    k.hash(&mut hasher);
+                    feed(&mut hasher, v);
+                }
+            }
+        }
+        hasher.finish()
+    }
+}
+
+fn sorted(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
+/// Feeds `value` to `hasher`, the same for the same value whatever the order of its keys.
+fn feed(hasher: &mut impl Hasher, value: &Value) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(b) => {
+            hasher.write_u8(1);
+            b.hash(hasher);
+        }
+        Value::Number(n) => {
+            hasher.write_u8(2);
+            n.to_string().hash(hasher);
+        }
+        Value::String(s) => {
+            hasher.write_u8(3);
+            s.hash(hasher);
+        }
+        Value::Array(items) => {
+            hasher.write_u8(4);
+            hasher.write_usize(items.len());
+            for item in items {
+                feed(hasher, item);
+            }
+        }
+        Value::Object(map) => {
+            hasher.write_u8(5);
+            hasher.write_usize(map.len());
+            for (k, v) in sorted(map) {
+                k.hash(hasher);
+                feed(hasher, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reducer() -> Reducer {
+        Reducer::new(Arc::new(|fields| {
+            let mut out = Map::new();
+            for k in ["apiVersion", "kind", "metadata", "status"] {
+                if let Some(v) = fields.get(k) {
+                    out.insert(k.into(), v.clone());
+                }
+            }
+            out
+        }))
+    }
+
+    fn copy(version: &str, tier: &str, status: &str) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Database",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u1", "resourceVersion": version,
+                "generation": 1, "labels": {"ferry.dev/tenant": "t"}},
+            "spec": {"tier": tier, "notes": "x"},
+            "status": {"phase": status}})
+    }
+
+    #[test]
+    fn a_status_change_stays_checked_and_a_spec_change_does_not() {
+        let r = reducer();
+        let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
+        let text = checked.text().to_string();
+        assert!(
+            !text.contains("spec") && !text.contains("generation"),
+            "{text}"
+        );
+        assert!(text.contains("Pending") && text.contains("ferry.dev/tenant"));
+        let status = r.hold(&copy("6", "small", "Ready"), Some(&checked));
+        assert!(status.checked() && status.text().contains("Ready"));
+        let edited = r.hold(&copy("7", "large", "Ready"), Some(&status));
+        assert!(!edited.checked() && edited.text().contains("large"));
+        // Once held in full, it stays so until the reconciler checks it again.
+        assert!(!r
+            .hold(&copy("8", "small", "Ready"), Some(&edited))
+            .checked());
+    }
+
+    #[test]
+    fn another_object_of_the_same_name_is_held_in_full() {
+        let r = reducer();
+        let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
+        let mut other = copy("9", "small", "Pending");
+        other["metadata"]["uid"] = json!("u2");
+        assert!(!r.hold(&other, Some(&checked)).checked());
+    }
+
+    #[test]
+    fn labels_and_annotations_count_in_the_rest() {
+        let r = reducer();
+        let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
+        let mut relabelled = copy("6", "small", "Pending");
+        relabelled["metadata"]["labels"]["extra"] = json!("1");
+        assert!(!r.hold(&relabelled, Some(&checked)).checked());
+    }
+}
