@@ -66,8 +66,9 @@ async fn main() -> Result<()> {
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
     let rss_before = ferry.rss().unwrap_or(0);
-    // `FERRY_BENCH_ONLY=memory`: the memory figure alone, for profiling what ferry holds.
-    if std::env::var("FERRY_BENCH_ONLY").as_deref() == Ok("memory") {
+    // `FERRY_BENCH_ONLY=memory` or `cost`: one figure alone, for profiling.
+    let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
+    if only == "memory" {
         for _ in 0..ROUNDS {
             let ns = fresh_namespace(a, "bench-sync").await?;
             throughput(a, &ns, s, &format!("team-a-{ns}")).await?;
@@ -132,6 +133,9 @@ async fn main() -> Result<()> {
         "kube-apiserver (etcd shared with the tenants, left out)"
     };
     println!("CPU: super {measured} {super_cpu_ratio:.2}x per synced create over per direct create (target <= 1.1); ferry and its transform workers {ferry_cpu_ratio:.2}x of the super's per direct create (target <= 0.3)");
+    if only == "cost" {
+        return Ok(());
+    }
     let ns = fresh_namespace(s, "bench-lat").await?;
     let direct_ms = latencies(s, &ns, s, &ns).await?;
     let ns = fresh_namespace(a, "bench-lat").await?;

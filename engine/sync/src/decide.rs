@@ -70,9 +70,9 @@ pub fn stamped(mut translated: Value) -> (Value, String) {
 /// A wanted tenant object (uid `tenant_uid`) whose super copy should be `desired` (digest
 /// `hash`); `actual` is ferry's copy in the cache, and `holding` whether it is known to hold
 /// what ferry applied: ferry's last write produced it, or the cache checked it (a checked
-/// copy is reduced to what flows up, so only its digest annotation can be compared). A copy is created only where nothing holds the name (`Create` is applied with
-/// that precondition, see [`checked`] when it fails) and applied only to the copy ferry looked
-/// at (`Apply` carries its uid).
+/// copy is reduced to what flows up, so only its digest annotation can be compared). A copy is
+/// created only where nothing holds the name (`Create` is a create, see [`checked`] when it
+/// fails) and applied only to the copy ferry looked at (`Apply` carries its uid).
 pub fn to_super(
     desired: &Value,
     hash: &str,

@@ -12,6 +12,8 @@ use tokio::sync::watch;
 
 use crate::metrics::{labels, Metrics};
 
+mod upgrade;
+
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "ferry";
 
@@ -40,13 +42,9 @@ impl Error {
 }
 
 /// What must hold for a server-side apply to go through (one request either way, no read).
+/// An apply never creates: a create is a POST ([`Writer::create`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precondition<'a> {
-    /// No object holds the name: the apply creates it, or fails with `409 Conflict` (the
-    /// body's resourceVersion is one no object has, and an apply ignores it only to create).
-    /// This holds for every kind stored in etcd (or kine's SQL backends): custom resources and
-    /// built-in kinds, not an aggregated API server with storage of its own.
-    Absent,
     /// The object with this uid holds the name: never another one, and never a new one.
     Uid(&'a str),
     /// The object with this uid, still at this resourceVersion (status subresources of custom
@@ -58,10 +56,6 @@ pub enum Precondition<'a> {
         version: &'a str,
     },
 }
-
-/// etcd's first revision holds no key (the first write makes revision 2), so no object ever
-/// has this resourceVersion.
-const NO_OBJECT_HAS: &str = "1";
 
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -146,7 +140,43 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
     ) -> Result<Value> {
-        self.apply_to(resource, desired, precondition, false).await
+        let out = self
+            .apply_to(resource, desired, precondition, false)
+            .await?;
+        Ok(value(out, resource))
+    }
+
+    /// [`Writer::apply`] to a copy ferry created with [`Writer::create`] and alone decides:
+    /// a field the create set that `desired` no longer has is removed too (with ferry's
+    /// Update entry in managedFields; one more request, once per copy at most: see
+    /// `write/upgrade.rs`).
+    pub async fn apply_copy(
+        &self,
+        resource: &ApiResource,
+        desired: &Value,
+        precondition: Precondition<'_>,
+    ) -> Result<Value> {
+        let out = self
+            .apply_to(resource, desired, precondition, false)
+            .await?;
+        let raw = serde_json::to_value(&out).map_err(|e| Error::Invalid(e.to_string()))?;
+        let Some(patch) = upgrade::cleanup(&raw, desired, FIELD_MANAGER) else {
+            return Ok(value(out, resource));
+        };
+        let namespace = out.metadata.namespace.clone().unwrap_or_default();
+        let name = out.metadata.name.clone().unwrap_or_default();
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(|e| Error::Invalid(e.to_string()))?;
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let cleaned = self
+            .api(resource, &namespace)
+            .patch(&name, &params, &Patch::<()>::Json(patch))
+            .await?;
+        self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
+        Ok(value(cleaned, resource))
     }
 
     /// Server-side applies `desired` through the status subresource, if `precondition` holds.
@@ -156,7 +186,8 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
     ) -> Result<Value> {
-        self.apply_to(resource, desired, precondition, true).await
+        let out = self.apply_to(resource, desired, precondition, true).await?;
+        Ok(value(out, resource))
     }
 
     async fn apply_to(
@@ -165,11 +196,10 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
         status: bool,
-    ) -> Result<Value> {
+    ) -> Result<DynamicObject> {
         self.allowed()?;
         let mut o = object(desired)?;
         match precondition {
-            Precondition::Absent => o.metadata.resource_version = Some(NO_OBJECT_HAS.into()),
             // An empty uid would be no precondition at all.
             Precondition::Uid("") | Precondition::Exact { uid: "", .. } => {
                 return Err(Error::Invalid(
@@ -193,7 +223,7 @@ impl Writer {
         };
         let verb = if status { "apply-status" } else { "apply" };
         self.count(verb, &format!("{} {namespace}/{name}", resource.kind));
-        Ok(value(out, resource))
+        Ok(out)
     }
 
     /// Merge-patches the object `namespace`/`name` (a `metadata.uid` in the patch makes it

@@ -62,17 +62,48 @@ pub async fn propagation(identity: Identity) -> Result<()> {
             o["spec"]["resources"]["cpu"] == "8"
         })
         .await?;
-    // A field the tenant removes goes from the copy too.
+    // A field the tenant removes goes from the copy too (the copy was created with a POST,
+    // which made ferry an Update manager of the field), and what the platform added stays.
+    DATABASE
+        .at(&s, &super_ns, "orders")
+        .merge(json!({"metadata": {"annotations": {"platform.example/keep": "yes"}}}))
+        .await?;
     DATABASE
         .at(&a, &ns, "orders")
-        .merge(json!({"spec": {"version": null}}))
+        .merge(json!({"spec": {"version": null}, "metadata": {"labels": {"team": "payments"}}}))
         .await?;
     DATABASE
         .at(&s, &super_ns, "orders")
-        .until("removal reaches the super copy", |o| {
-            o["spec"].get("version").is_none() && o["spec"]["engine"] == "postgres"
+        .until("label reaches the super copy", |o| {
+            o["metadata"]["labels"]["team"] == "payments"
         })
         .await?;
+    DATABASE
+        .at(&a, &ns, "orders")
+        .merge(json!({"metadata": {"labels": {"team": null}}}))
+        .await?;
+    let copy = DATABASE
+        .at(&s, &super_ns, "orders")
+        .until("removals reach the super copy", |o| {
+            o["spec"].get("version").is_none()
+                && o["metadata"]["labels"].get("team").is_none()
+                && o["spec"]["engine"] == "postgres"
+        })
+        .await?;
+    ensure!(
+        copy["metadata"]["annotations"]["platform.example/keep"] == "yes",
+        "the platform's annotation stays: {copy:#}"
+    );
+    let update_entries = copy["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == "ferry" && m["operation"] == "Update")
+        .count();
+    ensure!(
+        update_entries == 0,
+        "the create's Update entry went with the removed field: {copy:#}"
+    );
 
     let class = unique("gold");
     create(&a, json!({"apiVersion": DB, "kind": "DatabaseClass", "metadata": {"name": class}, "spec": {"engine": "postgres"}})).await?;

@@ -175,8 +175,8 @@ impl Reconciler<'_> {
         Ok(Outcome::wrote(applied || up))
     }
 
-    /// Applies the super copy `body` at `place`: on condition that nothing holds the name, or
-    /// to the copy whose uid the body names.
+    /// Writes the super copy `body` at `place`: a create (nothing may hold the name), or an
+    /// apply to the copy whose uid the body names.
     async fn write_copy(
         &self,
         key: &Key,
@@ -185,15 +185,17 @@ impl Reconciler<'_> {
         body: &Value,
         hash: String,
     ) -> Result<Arc<Value>> {
-        let precondition = match meta_str(body, "uid") {
-            Some(uid) => Precondition::Uid(uid),
-            None => Precondition::Absent,
+        // A create is a POST, the super API server's cheapest write: 1.16x the super's CPU of
+        // a direct create, 1.43x with a server-side apply (`cargo xtask bench --sync`).
+        let writer = &self.shared.writer;
+        let out = match meta_str(body, "uid") {
+            Some(uid) => {
+                writer
+                    .apply_copy(place.0, body, Precondition::Uid(uid))
+                    .await?
+            }
+            None => writer.create(place.0, body).await?,
         };
-        let out = self
-            .shared
-            .writer
-            .apply(place.0, body, precondition)
-            .await?;
         self.shared.caches[idx].remember_applied(out.clone());
         self.tenant
             .ledger()
