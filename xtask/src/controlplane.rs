@@ -298,7 +298,8 @@ pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
             pinned,
         )?;
         println!("{name:<14} pid {pid:<7} https://127.0.0.1:{port}");
-        state["clusters"][name] = json!({"pid": pid, "port": port, "args": args, "cpus": pinned});
+        state["clusters"][name] =
+            json!({"pid": pid, "port": port, "args": args, "cpus": pinned, "super": super_side});
         write_state(&state)?;
         fs::write(
             dir.join(format!("{name}.kubeconfig")),

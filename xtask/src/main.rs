@@ -106,8 +106,12 @@ fn test(extra: &[&str]) -> Result<()> {
         "warnings",
     ])?;
     println!("== control planes (super, team-a, team-b)");
-    let (supers, tenants) = topology(&[])?;
-    controlplane::up(&supers, &tenants)?;
+    // A second super cluster for the tests of several supers.
+    let (_, tenants) = topology(&[])?;
+    controlplane::up(
+        &[controlplane::DEFAULT_SUPER.to_string(), "west".to_string()],
+        &tenants,
+    )?;
     println!("== cargo test --workspace");
     let mut args = vec!["test", "--workspace"];
     args.extend_from_slice(extra);

@@ -100,7 +100,8 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
         "leases",
         &["get", "create", "update"],
     );
-    tenant_side.allow("", "namespaces", READ);
+    // Tenant namespaces carry `ferry.dev/super`, the super cluster they run in.
+    tenant_side.allow("", "namespaces", &["get", "list", "watch", "patch"]);
     tenant_side.allow("", "events", &["create", "patch"]);
     tenant_side.allow("events.k8s.io", "events", &["create", "patch"]);
     for resource in &policy.resources {

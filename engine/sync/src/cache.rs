@@ -152,8 +152,13 @@ impl Cache {
     }
 
     /// How many objects the cache holds.
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.objects.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Where the cache is in its life.

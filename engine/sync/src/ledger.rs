@@ -12,8 +12,8 @@ use crate::refs::RefIndex;
 /// Which of ferry's writes for a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
-    /// The super copy of a tenant object.
-    Down,
+    /// The super copy of a tenant object in one super (its index).
+    Down(usize),
     /// The status written up into the tenant object.
     Status,
     /// The super-owned fields written up into the tenant object.
@@ -49,6 +49,8 @@ pub struct Ledger {
     pub refs: RefIndex,
     /// Keys ferry keeps in sync.
     pub synced: HashSet<Key>,
+    /// Public objects whose name several supers hold (logged and counted once).
+    pub conflicts: HashSet<Key>,
     written: HashMap<(Key, Part), Written>,
     settled: HashMap<Key, Seen>,
 }

@@ -43,6 +43,11 @@ pub struct Metrics {
     pub errors: Family<Labels, Counter>,
     /// 1 while this replica holds the lease (or leader election is off).
     pub leader: Gauge,
+    /// Tenant namespaces moved to another super cluster, by tenant.
+    pub migrations: Family<Labels, Counter>,
+    /// Public objects of the same name in several super clusters (the first in config order
+    /// is copied), by kind.
+    pub public_conflicts: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -56,6 +61,8 @@ impl Default for Metrics {
         let transform_time = Histogram::new(exponential_buckets(0.00002, 2.0, 16));
         let errors = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
+        let migrations = Family::<Labels, Counter>::default();
+        let public_conflicts = Family::<Labels, Counter>::default();
         registry.register("writes", "Writes made, by cluster and verb", writes.clone());
         registry.register(
             "synced_objects",
@@ -88,6 +95,16 @@ impl Default for Metrics {
             errors.clone(),
         );
         registry.register("leader", "1 while this replica may write", leader.clone());
+        registry.register(
+            "migrations",
+            "Tenant namespaces moved to another super cluster, by tenant",
+            migrations.clone(),
+        );
+        registry.register(
+            "public_conflicts",
+            "Public objects of one name in several super clusters, by kind",
+            public_conflicts.clone(),
+        );
         Self {
             registry,
             writes,
@@ -98,6 +115,8 @@ impl Default for Metrics {
             transform_time,
             errors,
             leader,
+            migrations,
+            public_conflicts,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! What the super cluster publishes to tenants: the objects of fromSuper kinds that their
-//! selector selects, never a tenant's own copy. The guard in ferry-core asks it whether a
+//! What the super clusters publish to tenants: the objects of fromSuper kinds that their
+//! selector selects, never a tenant's own copy; with several supers, the first in config
+//! order that holds a name is its source. The guard in ferry-core asks the catalog whether a
 //! tenant's reference to a public kind names a published object.
 
 use std::sync::Arc;
@@ -24,19 +25,23 @@ pub fn selector(resource: &Resource) -> String {
     }
 }
 
-/// The super caches of every fromSuper kind, by group and kind, and ferry's super namespaces.
+/// The super caches of every fromSuper kind, by group and kind (one per super, in config
+/// order), and ferry's super namespaces in every super.
 pub struct Catalog {
     kinds: Vec<(String, String, Arc<Cache>)>,
-    namespaces: Arc<Cache>,
+    namespaces: Vec<Arc<Cache>>,
 }
 
 impl Catalog {
-    /// The catalog of `policy`, whose entries' super caches are `caches` (same order), and
-    /// `namespaces`, the super namespaces ferry owns.
-    pub fn new(policy: &Policy, caches: &[Arc<Cache>], namespaces: Arc<Cache>) -> Self {
+    /// The catalog of `policy` over the supers whose caches (one per policy entry) and
+    /// namespaces are `supers`.
+    pub fn new(policy: &Policy, supers: &[(&[Arc<Cache>], Arc<Cache>)]) -> Self {
         Self {
-            kinds: public_caches(policy, caches),
-            namespaces,
+            kinds: supers
+                .iter()
+                .flat_map(|(caches, _)| public_caches(policy, caches))
+                .collect(),
+            namespaces: supers.iter().map(|(_, n)| n.clone()).collect(),
         }
     }
 }
@@ -67,8 +72,8 @@ fn holds(
 ) -> bool {
     kinds
         .iter()
-        .find(|(g, k, _)| g == group && k == kind)
-        .is_some_and(|(_, _, cache)| cache.contains(namespace, name))
+        .filter(|(g, k, _)| g == group && k == kind)
+        .any(|(_, _, cache)| cache.contains(namespace, name))
 }
 
 impl Published for Catalog {
@@ -77,7 +82,7 @@ impl Published for Catalog {
     }
 
     fn super_namespace(&self, namespace: &str) -> bool {
-        self.namespaces.contains("", namespace)
+        self.namespaces.iter().any(|n| n.contains("", namespace))
     }
 
     fn public_namespace(&self, namespace: &str) -> bool {

@@ -47,16 +47,6 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
-    /// The configuration names several super clusters; `ferry run` syncs through one.
-    #[error("{config}: spec.supers lists {count} super clusters ({names}); ferry run syncs through one super cluster: list one, or run one ferry per super (placement rules are checked but not applied)")]
-    SeveralSupers {
-        /// The configuration file.
-        config: String,
-        /// How many.
-        count: usize,
-        /// Their names.
-        names: String,
-    },
 }
 
 /// `Result` with this module's [`Error`].
@@ -87,31 +77,16 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// The one super cluster of `config` (loaded from `path`).
-fn one_super<'c>(
-    path: &std::path::Path,
-    config: &'c ferry_core::config::Config,
-) -> Result<&'c ferry_core::config::SuperConfig> {
-    match config.supers.as_slice() {
-        [one] => Ok(one),
-        several => Err(Error::SeveralSupers {
-            config: path.display().to_string(),
-            count: several.len(),
-            names: several
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
-    }
-}
-
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
-    let super_clients =
-        crate::client::clients(&one_super(&options.config, &config)?.kubeconfig).await?;
+    let mut supers = Vec::new();
+    for s in &config.supers {
+        supers.push((s.clone(), crate::client::clients(&s.kubeconfig).await?));
+    }
+    // The Lease lives in the first super cluster.
+    let super_clients = supers[0].1.clone();
     let identity = identity();
     let metrics = Arc::new(Metrics::default());
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -121,7 +96,8 @@ pub async fn run(options: Options) -> Result<()> {
     let shared = Shared::new(
         policy.clone(),
         Arc::new(options.sandbox),
-        super_clients.clone(),
+        supers,
+        config.placement.clone(),
         metrics.clone(),
         leader_rx.clone(),
         queues,
@@ -243,12 +219,13 @@ async fn wait_for_signal() -> Result<()> {
 fn readiness(shared: &Shared) -> (bool, String) {
     let mut lines = Vec::new();
     let mut ready = shared.ready();
-    if !shared.ready() {
-        lines.push("super: listing".to_string());
-    }
-    for cache in shared.caches.iter() {
-        if cache.phase() == crate::cache::Phase::NotServed {
-            lines.push(format!("{}: not served (retrying)", cache.what));
+    for s in &shared.supers {
+        let state = if s.ready() { "watching" } else { "listing" };
+        lines.push(format!("{} (super cluster): {state}", s.name));
+        for cache in &s.caches {
+            if cache.phase() == crate::cache::Phase::NotServed {
+                lines.push(format!("{}: not served (retrying)", cache.what));
+            }
         }
     }
     for tenant in shared.all_tenants() {

@@ -1,8 +1,8 @@
-//! The engine's state: the super cluster's caches, every running tenant (its caches, naming
-//! map and ledger), the queues, and resync (every key of a tenant queued again).
+//! The engine's state: the super clusters, every running tenant (its caches, naming map,
+//! placements and ledger), the queues, and resync (every key of a tenant queued again).
 //!
 //! ```text
-//!  Shared ── super caches (copies, public objects, namespaces) ── Catalog ── Writer (super)
+//!  Shared ── supers: Super × n (caches, namespaces, Writer) ── Catalog ── placement rules
 //!    └─ tenants: TenantState × n ── tenant caches ── NameMap ── Ledger ── Writer (tenant)
 //! ```
 
@@ -11,15 +11,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use ferry_core::config::PlacementRule;
 use ferry_core::naming::{NameMap, Tenant};
 use ferry_core::policy::{Direction, Policy, Scope};
 use ferry_core::sandbox::Sandbox;
-use ferry_core::translate::{LABEL_FROM_SUPER, LABEL_TENANT};
+use ferry_core::translate::LABEL_FROM_SUPER;
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::{Cache, Reduce};
+use crate::cache::Cache;
 use crate::client::Clients;
 use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
@@ -27,9 +28,19 @@ use crate::metrics::Metrics;
 use crate::object::{deleting, Ownership};
 use crate::public::Catalog;
 use crate::queue::Queues;
-use crate::routing::{super_router, tenant_router};
+use crate::routing::tenant_router;
+use crate::supers::Super;
 use crate::watch::watch_all;
 use crate::write::Writer;
+
+/// The supers' configuration (in config order) and the placement rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Names, labels, cordons.
+    pub supers: Vec<ferry_core::config::SuperConfig>,
+    /// First match wins.
+    pub rules: Vec<PlacementRule>,
+}
 
 /// What the whole engine shares.
 pub struct Shared {
@@ -37,14 +48,12 @@ pub struct Shared {
     pub policy: Arc<Policy>,
     /// Where transforms run.
     pub sandbox: Arc<Sandbox>,
-    /// Writes into the super cluster.
-    pub writer: Writer,
-    /// The super cluster's caches, one per policy entry: ferry's copies (label
-    /// `ferry.dev/tenant`) for toSuper kinds, the selected objects for fromSuper kinds.
-    pub caches: Vec<Arc<Cache>>,
-    /// The super namespaces ferry owns.
-    pub namespaces: Arc<Cache>,
-    /// What the super cluster publishes, for the guard's check of references to public kinds.
+    /// The super clusters, in config order (at least one).
+    pub supers: Vec<Super>,
+    /// The supers' configuration (same order) and the placement rules; labels, cordons and
+    /// rules change live with the configuration file.
+    placement: RwLock<Placement>,
+    /// What the super clusters publish, for the guard's check of references to public kinds.
     pub public: Arc<Catalog>,
     /// Running tenants.
     pub tenants: RwLock<BTreeMap<Arc<str>, Arc<TenantState>>>,
@@ -60,61 +69,48 @@ pub struct Shared {
     /// Transform calls in flight, at most one per CPU: more only adds worker processes that
     /// compete with each other (and with the API servers on a small machine).
     pub transforms: tokio::sync::Semaphore,
-    watchers: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        for task in &self.watchers {
-            task.abort();
-        }
-    }
 }
 
 impl Shared {
-    /// Starts the super cluster's watchers; their changes go into `queues`.
+    /// Starts the super clusters' watchers; their changes go into `queues`.
     pub fn new(
         policy: Arc<Policy>,
         sandbox: Arc<Sandbox>,
-        clients: Clients,
+        supers: Vec<(ferry_core::config::SuperConfig, Clients)>,
+        placement: Vec<PlacementRule>,
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
         queues: Arc<Queues>,
     ) -> Arc<Self> {
-        // The super side watches ferry's copies (toSuper), the selected objects (fromSuper) and
-        // ferry's namespaces; a change is routed by the ownership metadata it carries.
-        let watched = watch_all(
-            &clients.watch,
-            &policy,
-            "super",
-            |resource| match resource.direction {
-                Direction::ToSuper => Some(LABEL_TENANT.to_string()),
-                Direction::FromSuper => Some(crate::public::selector(resource)),
-            },
-            // ferry's copies, once checked, are held as what flows up.
-            |idx| {
-                let policy = policy.clone();
-                (policy.resources[idx].direction == Direction::ToSuper).then(|| {
-                    let reduce: Reduce = Arc::new(move |fields| {
-                        ferry_core::translate::flowing_up(&policy.resources[idx], fields)
-                    });
-                    reduce
-                })
-            },
-            Some(LABEL_TENANT.to_string()),
-            super_router(queues.clone(), policy.clone()),
-        );
+        let placement = RwLock::new(Placement {
+            supers: supers.iter().map(|(c, _)| c.clone()).collect(),
+            rules: placement,
+        });
+        let supers: Vec<Super> = supers
+            .into_iter()
+            .map(|(config, clients)| {
+                Super::start(
+                    &config,
+                    clients,
+                    &policy,
+                    metrics.clone(),
+                    leader.clone(),
+                    queues.clone(),
+                )
+            })
+            .collect();
         Arc::new(Self {
-            writer: Writer::new(clients.requests, "super", metrics.clone(), leader.clone()),
             public: Arc::new(Catalog::new(
                 &policy,
-                &watched.caches,
-                watched.namespaces.clone(),
+                &supers
+                    .iter()
+                    .map(|s| (s.caches.as_slice(), s.namespaces.clone()))
+                    .collect::<Vec<_>>(),
             )),
+            supers,
+            placement,
             policy,
             sandbox,
-            caches: watched.caches,
-            namespaces: watched.namespaces,
             tenants: RwLock::default(),
             queues,
             metrics,
@@ -123,8 +119,32 @@ impl Shared {
             transforms: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
-            watchers: watched.tasks,
         })
+    }
+
+    /// The supers' configuration and the placement rules now.
+    pub fn placement(&self) -> Placement {
+        self.placement
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Applies new labels, cordons and rules (same supers, same order) and looks at every
+    /// tenant namespace again: those whose super is no longer a candidate move.
+    pub fn set_placement(&self, placement: Placement) {
+        let changed = {
+            let mut now = self.placement.write().unwrap_or_else(|e| e.into_inner());
+            let changed = *now != placement;
+            *now = placement;
+            changed
+        };
+        if changed {
+            tracing::info!("placement changed; looking at every namespace again");
+            for tenant in self.all_tenants() {
+                self.resync(&tenant);
+            }
+        }
     }
 
     /// A running tenant.
@@ -146,9 +166,9 @@ impl Shared {
             .collect()
     }
 
-    /// Whether the super cluster's caches are listed.
+    /// Whether every super cluster's caches are listed.
     pub fn ready(&self) -> bool {
-        self.namespaces.ready() && self.caches.iter().all(|c| c.ready())
+        self.supers.iter().all(Super::ready)
     }
 
     /// `Kind namespace/name` of a key, for logs and messages.
@@ -170,16 +190,19 @@ impl Shared {
             for (ns, n) in tenant.caches[idx].keys() {
                 self.queues.add_background(Key::new(name, kind, &ns, &n));
             }
-            match resource.direction {
-                Direction::FromSuper => {
-                    for (ns, n) in self.caches[idx].keys() {
-                        self.queues.add_background(Key::new(name, kind, &ns, &n));
+            for s in &self.supers {
+                match resource.direction {
+                    Direction::FromSuper => {
+                        for (ns, n) in s.caches[idx].keys() {
+                            self.queues.add_background(Key::new(name, kind, &ns, &n));
+                        }
                     }
-                }
-                Direction::ToSuper => {
-                    // Copies name their tenant object in their metadata; only this tenant's.
-                    let namespaced = resource.scope == Scope::Namespaced;
-                    self.resync_owned(name, &self.caches[idx], kind, namespaced);
+                    Direction::ToSuper => {
+                        // Copies name their tenant object in their metadata; only this
+                        // tenant's.
+                        let namespaced = resource.scope == Scope::Namespaced;
+                        self.resync_owned(name, &s.caches[idx], kind, namespaced);
+                    }
                 }
             }
         }
@@ -187,7 +210,9 @@ impl Shared {
             self.queues
                 .add_background(Key::new(name, Kind::Namespace, "", &n));
         }
-        self.resync_owned(name, &self.namespaces, Kind::Namespace, false);
+        for s in &self.supers {
+            self.resync_owned(name, &s.namespaces, Kind::Namespace, false);
+        }
     }
 
     fn resync_owned(&self, tenant: &str, cache: &Cache, kind: Kind, namespaced: bool) {
@@ -217,6 +242,9 @@ pub struct TenantState {
     pub recorder: Recorder,
     names: RwLock<NameMap>,
     ledger: Mutex<Ledger>,
+    /// Supers chosen for tenant namespaces before their super namespaces exist (placement
+    /// is read back from where they exist; this keeps one choice until then).
+    chosen: Mutex<BTreeMap<String, usize>>,
     primed: AtomicBool,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -275,6 +303,7 @@ impl TenantState {
             namespaces: watched.namespaces,
             recorder,
             ledger: Mutex::default(),
+            chosen: Mutex::default(),
             primed: AtomicBool::new(false),
             tasks: Mutex::new(watched.tasks),
         })
@@ -297,6 +326,26 @@ impl TenantState {
                 .unwrap_or_else(|e| e.into_inner())
                 .learn(namespace);
         }
+    }
+
+    /// The super chosen for tenant namespace `namespace` while its super namespace does not
+    /// exist yet: `choose` picks one the first time.
+    pub fn chosen(&self, namespace: &str, choose: impl FnOnce() -> Option<usize>) -> Option<usize> {
+        let mut chosen = self.chosen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = chosen.get(namespace) {
+            return Some(*i);
+        }
+        let i = choose()?;
+        chosen.insert(namespace.to_string(), i);
+        Some(i)
+    }
+
+    /// Forgets the choice for `namespace` (it no longer holds, or is no longer needed).
+    pub fn forget_choice(&self, namespace: &str) {
+        self.chosen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(namespace);
     }
 
     /// The tenant's ledger.

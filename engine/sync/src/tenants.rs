@@ -145,8 +145,15 @@ pub async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
         last = now;
         match ferry_core::config::load(&path) {
             Ok(next) => {
-                if differs_beyond_tenants(&config, &next) {
-                    tracing::warn!(config = %path.display(), "only tenant changes apply while running; restart ferry to apply the other changes");
+                if differs_beyond_live(&config, &next) {
+                    tracing::warn!(config = %path.display(), "only tenants, super labels, cordons and placement rules change while running; restart ferry to apply the other changes");
+                } else {
+                    running.shared.set_placement(crate::state::Placement {
+                        supers: next.supers.clone(),
+                        rules: next.placement.clone(),
+                    });
+                    config.supers = next.supers.clone();
+                    config.placement = next.placement.clone();
                 }
                 running.apply(&next.tenants).await;
                 config.tenants = next.tenants;
@@ -158,9 +165,20 @@ pub async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
     }
 }
 
-fn differs_beyond_tenants(a: &Config, b: &Config) -> bool {
+/// Whether `b` changes more than tenants, the supers' labels and cordons, and placement.
+fn differs_beyond_live(a: &Config, b: &Config) -> bool {
     let strip = |c: &Config| Config {
         tenants: Vec::new(),
+        placement: Vec::new(),
+        supers: c
+            .supers
+            .iter()
+            .map(|s| ferry_core::config::SuperConfig {
+                labels: Default::default(),
+                cordoned: false,
+                ..s.clone()
+            })
+            .collect(),
         ..c.clone()
     };
     strip(a) != strip(b)

@@ -57,14 +57,19 @@ fn finish(shared: &Shared, key: &Key, since: Instant, result: Result<Outcome, wr
                 .errors
                 .get_or_create(&labels(&[("tenant", &key.tenant)]))
                 .inc();
-            tracing::warn!(
-                tenant = %key.tenant,
-                object = %shared.describe(key),
-                attempt,
-                retry_in = ?delay,
-                error = %e,
-                "sync failed; retrying"
-            );
+            // A cluster that does not answer was reported once, when it stopped.
+            if matches!(e, write::Error::Unreachable(_)) {
+                tracing::debug!(tenant = %key.tenant, object = %shared.describe(key), attempt, retry_in = ?delay, error = %e, "sync failed; retrying");
+            } else {
+                tracing::warn!(
+                    tenant = %key.tenant,
+                    object = %shared.describe(key),
+                    attempt,
+                    retry_in = ?delay,
+                    error = %e,
+                    "sync failed; retrying"
+                );
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Every write ferry makes, in one place: counted by cluster and verb, refused when this
 //! replica is not the leader.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
@@ -26,6 +27,9 @@ pub enum Error {
     /// This replica lost the lease.
     #[error("not the leader: writes are left to the replica holding the lease")]
     NotLeader,
+    /// The cluster did not answer a request a moment ago; requests fail at once for a while.
+    #[error("{0} did not answer a moment ago; retrying later")]
+    Unreachable(String),
     /// An object could not be read as a Kubernetes object.
     #[error("{0}")]
     Invalid(String),
@@ -67,7 +71,14 @@ pub struct Writer {
     cluster: String,
     metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
+    /// Until when requests fail at once, after one got no answer.
+    unreachable: Arc<Mutex<Option<Instant>>>,
 }
+
+/// After a request got no answer (a timeout, a refused connection), further requests to that
+/// cluster fail at once for this long, so that a hung cluster holds no worker and the other
+/// clusters' keys go on; its keys come back after their backoff.
+const UNREACHABLE_FOR: Duration = Duration::from_secs(5);
 
 fn object(value: &Value) -> Result<DynamicObject> {
     serde_json::from_value(value.clone()).map_err(|e| Error::Invalid(e.to_string()))
@@ -93,6 +104,7 @@ impl Writer {
             cluster: cluster.to_string(),
             metrics,
             leader,
+            unreachable: Arc::default(),
         }
     }
 
@@ -105,11 +117,33 @@ impl Writer {
     }
 
     fn allowed(&self) -> Result<()> {
-        if *self.leader.borrow() {
-            Ok(())
-        } else {
-            Err(Error::NotLeader)
+        if !*self.leader.borrow() {
+            return Err(Error::NotLeader);
         }
+        self.reachable()
+    }
+
+    fn reachable(&self) -> Result<()> {
+        let until = *self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        match until {
+            Some(t) if Instant::now() < t => Err(Error::Unreachable(self.cluster.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// `result` as it is, noting when the cluster did not answer at all.
+    fn answered<T>(&self, result: kube::Result<T>) -> kube::Result<T> {
+        let mut until = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        match &result {
+            Err(kube::Error::Api(_)) | Ok(_) => *until = None,
+            Err(e) => {
+                if until.is_none() {
+                    tracing::warn!(cluster = %self.cluster, error = %e, "no answer; requests to this cluster pause for {}s", UNREACHABLE_FOR.as_secs());
+                }
+                *until = Some(Instant::now() + UNREACHABLE_FOR);
+            }
+        }
+        result
     }
 
     fn count(&self, verb: &str, what: &str) {
@@ -128,7 +162,8 @@ impl Writer {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>> {
-        let found = self.api(resource, namespace).get_opt(name).await?;
+        self.reachable()?;
+        let found = self.answered(self.api(resource, namespace).get_opt(name).await)?;
         Ok(found.map(|o| value(o, resource)))
     }
 
@@ -171,10 +206,11 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        let cleaned = self
-            .api(resource, &namespace)
-            .patch(&name, &params, &Patch::<()>::Json(patch))
-            .await?;
+        let cleaned = self.answered(
+            self.api(resource, &namespace)
+                .patch(&name, &params, &Patch::<()>::Json(patch))
+                .await,
+        )?;
         self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
         Ok(value(cleaned, resource))
     }
@@ -217,9 +253,9 @@ impl Writer {
         let api = self.api(resource, &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let out = if status {
-            api.patch_status(&name, &params, &Patch::Apply(&o)).await?
+            self.answered(api.patch_status(&name, &params, &Patch::Apply(&o)).await)?
         } else {
-            api.patch(&name, &params, &Patch::Apply(&o)).await?
+            self.answered(api.patch(&name, &params, &Patch::Apply(&o)).await)?
         };
         let verb = if status { "apply-status" } else { "apply" };
         self.count(verb, &format!("{} {namespace}/{name}", resource.kind));
@@ -236,17 +272,15 @@ impl Writer {
         patch: &Value,
     ) -> Result<Value> {
         self.allowed()?;
-        let out = self
-            .api(resource, namespace)
-            .patch(
-                name,
-                &PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PatchParams::default()
-                },
-                &Patch::Merge(patch),
-            )
-            .await?;
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let out = self.answered(
+            self.api(resource, namespace)
+                .patch(name, &params, &Patch::Merge(patch))
+                .await,
+        )?;
         self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
         Ok(value(out, resource))
     }
@@ -260,7 +294,7 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let out = self.api(resource, &namespace).create(&params, &o).await?;
+        let out = self.answered(self.api(resource, &namespace).create(&params, &o).await)?;
         self.count(
             "create",
             &format!(
@@ -282,10 +316,11 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let out = self
-            .api(resource, &namespace)
-            .replace(&name, &params, &o)
-            .await?;
+        let out = self.answered(
+            self.api(resource, &namespace)
+                .replace(&name, &params, &o)
+                .await,
+        )?;
         self.count("replace", &format!("{} {namespace}/{name}", resource.kind));
         Ok(value(out, resource))
     }
@@ -307,7 +342,7 @@ impl Writer {
             }),
             ..DeleteParams::background()
         };
-        match self.api(resource, namespace).delete(name, &params).await {
+        match self.answered(self.api(resource, namespace).delete(name, &params).await) {
             Ok(_) => {
                 self.count("delete", &format!("{} {namespace}/{name}", resource.kind));
                 Ok(())

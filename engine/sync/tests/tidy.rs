@@ -204,7 +204,13 @@ fn modules_import_only_downward() {
 /// their `_total`). A family shows only once it has a sample, so every family gets one.
 fn served_metrics() -> BTreeSet<String> {
     let metrics = ferry_sync::metrics::Metrics::default();
-    for counters in [&metrics.writes, &metrics.refusals, &metrics.errors] {
+    for counters in [
+        &metrics.writes,
+        &metrics.refusals,
+        &metrics.errors,
+        &metrics.migrations,
+        &metrics.public_conflicts,
+    ] {
         counters.get_or_create(&Vec::new()).inc();
     }
     for gauges in [&metrics.synced, &metrics.queue_depth] {

@@ -58,6 +58,8 @@ pub async fn client(path: &Path) -> Result<Client> {
 pub struct Clusters {
     /// The super cluster.
     pub super_cluster: Client,
+    /// Other super clusters (`cargo xtask cluster up --supers super,west`): name -> client.
+    pub supers: BTreeMap<String, Client>,
     /// Tenant name -> client.
     pub tenants: BTreeMap<String, Client>,
 }
@@ -67,7 +69,14 @@ impl Clusters {
     pub async fn connect() -> Result<Self> {
         let dir = clusters_dir();
         let super_cluster = client(&dir.join("super.kubeconfig")).await?;
+        // `state.json` marks the API servers of super clusters.
+        let state: serde_json::Value = std::fs::read_to_string(dir.join("state.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let is_super = |name: &str| name == "super" || state["clusters"][name]["super"] == true;
         let mut tenants = BTreeMap::new();
+        let mut supers = BTreeMap::new();
         for entry in
             std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
         {
@@ -79,13 +88,30 @@ impl Clusters {
             else {
                 continue;
             };
-            if name != "super" {
-                tenants.insert(name.to_string(), client(&path).await?);
+            if name == "super" {
+                continue;
+            }
+            let connected = client(&path).await?;
+            if is_super(name) {
+                supers.insert(name.to_string(), connected);
+            } else {
+                tenants.insert(name.to_string(), connected);
             }
         }
         Ok(Self {
             super_cluster,
+            supers,
             tenants,
+        })
+    }
+
+    /// The client of super cluster `name` (`super` or another).
+    pub fn super_named(&self, name: &str) -> &Client {
+        if name == "super" {
+            return &self.super_cluster;
+        }
+        self.supers.get(name).unwrap_or_else(|| {
+            panic!("no super cluster {name} (cargo xtask cluster up --supers super,{name})")
         })
     }
 

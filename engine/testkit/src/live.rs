@@ -141,6 +141,11 @@ pub struct Settings {
     /// Tenants whose control plane is another's (`name` → the cluster whose kubeconfig it
     /// uses): many tenant names on few API servers.
     pub clusters: std::collections::BTreeMap<String, String>,
+    /// Several super clusters: `supers` entries whose `kubeconfig` is the name of a cluster
+    /// (replaced by its kubeconfig); empty: `super: {kubeconfig}` of the cluster `super`.
+    pub supers: Vec<serde_json::Value>,
+    /// Placement rules, as the file writes them.
+    pub placement: Vec<serde_json::Value>,
 }
 
 impl Settings {
@@ -154,6 +159,8 @@ impl Settings {
             lease: unique("ferry"),
             identity,
             clusters: Default::default(),
+            supers: Vec::new(),
+            placement: Vec::new(),
         }
     }
 }
@@ -167,7 +174,14 @@ pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBu
         tenants
             .push(json!({"name": t, "kubeconfig": kubeconfig(cluster, settings.identity, dir)?}));
     }
-    let config = json!({
+    let mut supers = Vec::new();
+    for s in &settings.supers {
+        let mut entry = s.clone();
+        let cluster = s["kubeconfig"].as_str().unwrap_or("super").to_string();
+        entry["kubeconfig"] = json!(kubeconfig(&cluster, settings.identity, dir)?);
+        supers.push(entry);
+    }
+    let mut config = json!({
         "apiVersion": "ferry.dev/v1alpha1",
         "kind": "SyncConfig",
         "spec": {
@@ -179,6 +193,12 @@ pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBu
             "metrics": {"address": format!("127.0.0.1:{port}")},
         }
     });
+    if !supers.is_empty() {
+        let spec = config["spec"].as_object_mut().context("spec")?;
+        spec.remove("super");
+        spec.insert("supers".into(), json!(supers));
+        spec.insert("placement".into(), json!(settings.placement));
+    }
     let path = dir.join("ferry.yaml");
     std::fs::write(&path, serde_yaml::to_string(&config)?)?;
     Ok(path)

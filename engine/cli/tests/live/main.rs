@@ -8,6 +8,7 @@ mod gateway;
 mod isolation;
 mod lifecycle;
 mod public;
+mod supers;
 mod sync;
 
 use gateway::*;
@@ -52,7 +53,9 @@ impl Env {
         let serial = SERIAL.lock().await;
         let clusters = Clusters::connect().await?;
         CRDS.get_or_try_init(|| async {
-            for client in std::iter::once(&clusters.super_cluster).chain(clusters.tenants.values())
+            for client in std::iter::once(&clusters.super_cluster)
+                .chain(clusters.supers.values())
+                .chain(clusters.tenants.values())
             {
                 install_crds(client).await?;
             }
@@ -215,6 +218,13 @@ mod admin_only {
         tenant_hung,
         super_namespace_deleted,
     );
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn several_supers() {
+        super::supers::several_supers(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kind_served_later() {

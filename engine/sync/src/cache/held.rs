@@ -206,7 +206,9 @@ mod tests {
         );
         assert!(text.contains("Pending") && text.contains("ferry.dev/tenant"));
         // The watch's echo of the same version stays as it is.
-        assert!(r.hold(&copy("5", "small", "Pending"), Some(&checked)).checked());
+        assert!(r
+            .hold(&copy("5", "small", "Pending"), Some(&checked))
+            .checked());
         let status = r.hold(&copy("6", "small", "Ready"), Some(&checked));
         assert!(status.checked() && status.text().contains("Ready"));
         let edited = r.hold(&copy("7", "large", "Ready"), Some(&status));

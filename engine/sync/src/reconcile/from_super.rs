@@ -4,11 +4,12 @@
 use ferry_core::policy::Resource;
 use ferry_core::translate::Reason;
 
-use super::{Outcome, Reconciler, Result};
+use super::{Outcome, Reconciler, Result, LOOK_AGAIN};
 use crate::compare::digest;
 use crate::decide::{self, Action};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
+use crate::metrics::labels;
 use crate::object::deleting;
 
 impl Reconciler<'_> {
@@ -24,8 +25,12 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         };
         let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
-        let source = self.shared.caches[idx]
-            .get(namespace, name)
+        // The first super in config order holding the name is the source.
+        let supers = &self.shared.supers;
+        let (from, holding) = crate::supers::source(supers, idx, namespace, name);
+        self.public_conflict(key, resource, holding > 1);
+        let source = from
+            .and_then(|i| supers[i].caches[idx].get(namespace, name))
             .filter(|s| !deleting(s));
         let copy = tenant_cache.get(namespace, name);
         if source.is_some() {
@@ -75,13 +80,27 @@ impl Reconciler<'_> {
                 return Ok(Outcome::default());
             }
             Action::Create(body) => writer.create(api, &body).await?,
-            Action::Replace(body) => {
-                let out = writer.replace(api, &body).await?;
-                if copy.is_some() {
-                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "reverted a tenant edit of a copy from the super cluster");
+            Action::Replace(body) => match writer.replace(api, &body).await {
+                Ok(out) => {
+                    if copy.is_some() {
+                        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "reverted a tenant edit of a copy from the super cluster");
+                    }
+                    out
                 }
-                out
-            }
+                // A field that cannot change (a StorageClass's provisioner, when another
+                // super's object became the source): the copy is made anew.
+                Err(e) if e.code() == Some(422) && copy.is_some() => {
+                    let uid = copy.as_deref().map(crate::object::uid).unwrap_or("");
+                    writer.delete(api, namespace, name, uid).await?;
+                    tenant_cache.forget(namespace, name);
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the copy cannot change in place; deleted it to create it anew");
+                    return Ok(Outcome {
+                        wrote: true,
+                        again: Some(LOOK_AGAIN),
+                    });
+                }
+                Err(e) => return Err(e),
+            },
             _ => {
                 self.set_synced(key, desired.is_some());
                 if desired.is_some() {
@@ -97,5 +116,28 @@ impl Reconciler<'_> {
         self.accepted(key);
         self.set_synced(key, true);
         Ok(Outcome::wrote(true))
+    }
+}
+
+impl Reconciler<'_> {
+    /// Logs and counts (once while it lasts) a public object whose name several supers hold.
+    fn public_conflict(&self, key: &Key, resource: &Resource, conflict: bool) {
+        let first = {
+            let mut ledger = self.tenant.ledger();
+            if conflict {
+                ledger.conflicts.insert(key.clone())
+            } else {
+                ledger.conflicts.remove(key);
+                false
+            }
+        };
+        if first {
+            tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "several super clusters publish this name; the first in config order is copied");
+            self.shared
+                .metrics
+                .public_conflicts
+                .get_or_create(&labels(&[("kind", &resource.group_kind.to_string())]))
+                .inc();
+        }
     }
 }

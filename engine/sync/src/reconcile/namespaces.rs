@@ -6,40 +6,50 @@ use std::sync::Arc;
 use ferry_core::policy::{Direction, Scope};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ApiResource;
-use serde_json::Value;
+use kube::runtime::events::{Event, EventType};
+use serde_json::{json, Value};
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::decide::{self, Action};
 use crate::key::{Key, Kind};
+use crate::metrics::labels;
 use crate::namespace_labels;
-use crate::object::meta_str;
+use crate::object::{annotation, meta_str};
+use crate::placement::{self, Placed, ANN_SUPER};
 
 fn namespace_resource() -> ApiResource {
     ApiResource::erase::<Namespace>(&())
 }
 
 impl Reconciler<'_> {
-    /// Makes sure the super namespace of `key`'s tenant namespace exists and is this tenant's;
-    /// `Some` ends the reconcile.
+    /// Makes sure the super namespace of `key`'s tenant namespace exists in super `i` and is
+    /// this tenant's; `Some` ends the reconcile.
     pub(super) async fn ensure_namespace(
         &self,
+        i: usize,
         key: &Key,
         object: &Value,
         super_ns: &str,
     ) -> Result<Option<Outcome>> {
-        let writer = &self.shared.writer;
-        let found = match self.shared.namespaces.get("", super_ns) {
+        let target = &self.shared.supers[i];
+        let writer = &target.writer;
+        let found = match target.namespaces.get("", super_ns) {
             Some(ns) => Some(ns),
             None => writer
                 .get(&namespace_resource(), "", super_ns)
                 .await?
                 .map(Arc::new),
         };
-        let labels = self.namespace_labels(&key.namespace);
+        // The tenant namespace: the key's, or the key's own name for a namespace key.
+        let tenant_ns = match key.kind {
+            Kind::Namespace => key.name.as_str(),
+            Kind::Resource(_) => key.namespace.as_str(),
+        };
+        let labels = self.namespace_labels(tenant_ns);
         let action = decide::super_namespace(
             found.as_deref(),
             &self.tenant.name,
-            &key.namespace,
+            tenant_ns,
             super_ns,
             &labels,
         );
@@ -49,14 +59,14 @@ impl Reconciler<'_> {
                 let patched = writer
                     .merge_patch(&namespace_resource(), "", super_ns, &patch)
                     .await?;
-                self.shared.namespaces.remember(patched);
+                target.namespaces.remember(patched);
                 Ok(None)
             }
             Action::Create(namespace) => {
                 match writer.create(&namespace_resource(), &namespace).await {
                     Ok(created) => {
-                        self.shared.namespaces.remember(created);
-                        tracing::info!(tenant = %self.tenant.name, namespace = %key.namespace, super_namespace = %super_ns, "created the super namespace");
+                        target.namespaces.remember(created);
+                        tracing::info!(tenant = %self.tenant.name, namespace = %tenant_ns, super_namespace = %super_ns, cluster = %target.name, "created the super namespace");
                         Ok(None)
                     }
                     // Created meanwhile (by another reconcile): look again.
@@ -99,32 +109,168 @@ impl Reconciler<'_> {
             }
         }
         let super_ns = self.tenant.names().to_super(&key.name);
-        let found = self.shared.namespaces.get("", &super_ns);
         let labels = self.namespace_labels(&key.name);
-        let action = decide::tenant_namespace(
-            alive,
-            found.as_deref(),
-            &self.tenant.name,
-            &key.name,
-            &labels,
-        );
-        let writer = &self.shared.writer;
-        match action {
-            Action::Patch(patch) => {
-                let patched = writer
+        // Its super namespace stays where the namespace runs (and where it moves to), and goes
+        // from any other super.
+        let placed = alive
+            .then(|| placement::placed(self.shared, self.tenant, &key.name))
+            .flatten();
+        let keep = placed.map(|p| p.supers()).unwrap_or_default();
+        let mut wrote = false;
+        // A super that fails does not stop the others (nor a migration's switch).
+        let mut failed = None;
+        for (i, target) in self.shared.supers.iter().enumerate() {
+            let found = target.namespaces.get("", &super_ns);
+            let action = decide::tenant_namespace(
+                keep.contains(&i),
+                found.as_deref(),
+                &self.tenant.name,
+                &key.name,
+                &labels,
+            );
+            let writer = &target.writer;
+            let done = match action {
+                Action::Patch(patch) => writer
                     .merge_patch(&namespace_resource(), "", &super_ns, &patch)
-                    .await?;
-                self.shared.namespaces.remember(patched);
-                Ok(Outcome::wrote(true))
-            }
-            Action::Delete { uid } => {
-                writer
+                    .await
+                    .map(|patched| target.namespaces.remember(patched)),
+                Action::Delete { uid } => writer
                     .delete(&namespace_resource(), "", &super_ns, &uid)
-                    .await?;
-                tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, "tenant namespace gone; deleted its super namespace");
-                Ok(Outcome::wrote(true))
+                    .await
+                    .map(|()| {
+                        tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, cluster = %target.name, "deleted the super namespace");
+                    }),
+                _ => continue,
+            };
+            match done {
+                Ok(()) => wrote = true,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
-            _ => Ok(Outcome::default()),
+        }
+        let outcome = match placed {
+            Some(placed) => self.placed_at(key, placed).await?,
+            None => Outcome::default(),
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Outcome {
+                wrote: wrote || outcome.wrote,
+                ..outcome
+            }),
         }
     }
 }
+
+impl Reconciler<'_> {
+    /// Keeps `ferry.dev/super` on the tenant namespace `key` naming the super it runs in (a
+    /// tenant's edit is reverted), and switches it to the migration's target once every copy
+    /// exists there (Event `Migrated`); the old super's copies and namespace go next.
+    async fn placed_at(&self, key: &Key, placed: Placed) -> Result<Outcome> {
+        let Some(tenant_ns) = self.tenant.namespaces.get("", &key.name) else {
+            return Ok(Outcome::default());
+        };
+        let supers = &self.shared.supers;
+        let mut runs_in = placed.active;
+        if placed.migrating() {
+            let super_ns = self.tenant.names().to_super(&key.name);
+            // The target's super namespace, even for a namespace without objects.
+            if let Some(outcome) = self
+                .ensure_namespace(placed.target, key, &tenant_ns, &super_ns)
+                .await?
+            {
+                return Ok(outcome);
+            }
+            if !self.moved(&key.name, &super_ns, placed) {
+                self.requeue_objects(key);
+                return Ok(Outcome::again(MIGRATION_CHECK));
+            }
+            runs_in = placed.target;
+        }
+        // Named once its super namespace exists (before, it runs nowhere yet).
+        let hosted = placement::hosts(self.shared, self.tenant, &key.name).contains(&runs_in);
+        let name = &*supers[runs_in].name;
+        let wanted = hosted.then_some(name);
+        if annotation(&tenant_ns, ANN_SUPER) == wanted {
+            return Ok(Outcome::default());
+        }
+        let patch = json!({"metadata": {"annotations": {ANN_SUPER: wanted}}});
+        let patched = self
+            .tenant
+            .writer
+            .merge_patch(&namespace_resource(), "", &key.name, &patch)
+            .await?;
+        self.tenant.namespaces.remember(patched);
+        if runs_in != placed.active {
+            let from = &supers[placed.active].name;
+            tracing::info!(tenant = %self.tenant.name, namespace = %key.name, from = %from, to = %name, "migrated the namespace");
+            self.shared
+                .metrics
+                .migrations
+                .get_or_create(&labels(&[("tenant", &self.tenant.name)]))
+                .inc();
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Migrated".into(),
+                note: Some(format!(
+                    "every copy now runs in super cluster {name:?} (was {from:?}); the old copies and super namespace are deleted"
+                )),
+                action: "Migrate".into(),
+                secondary: None,
+            };
+            self.publish(&tenant_ns, &event).await;
+            // The old super's copies go, and the new one's status flows up.
+            self.requeue_objects(key);
+            return Ok(Outcome {
+                wrote: true,
+                again: Some(LOOK_AGAIN),
+            });
+        }
+        Ok(Outcome::wrote(true))
+    }
+
+    /// Whether every copy in the tenant namespace `namespace`'s active super exists in its
+    /// target as well.
+    fn moved(&self, namespace: &str, super_ns: &str, placed: Placed) -> bool {
+        let supers = &self.shared.supers;
+        self.namespaced_to_super().all(|idx| {
+            let (from, to) = (
+                &supers[placed.active].caches[idx],
+                &supers[placed.target].caches[idx],
+            );
+            self.tenant.caches[idx]
+                .keys()
+                .iter()
+                .filter(|(ns, _)| ns == namespace)
+                .all(|(_, name)| !from.contains(super_ns, name) || to.contains(super_ns, name))
+        })
+    }
+
+    /// Queues every object of the tenant namespace `key`.
+    fn requeue_objects(&self, key: &Key) {
+        for idx in self.namespaced_to_super() {
+            for (ns, name) in self.tenant.caches[idx].keys() {
+                if ns == key.name {
+                    self.shared
+                        .queues
+                        .add(key.sibling(Kind::Resource(idx), &ns, &name));
+                }
+            }
+        }
+    }
+
+    /// The policy entries of namespaced toSuper kinds.
+    fn namespaced_to_super(&self) -> impl Iterator<Item = usize> + '_ {
+        self.shared
+            .policy
+            .resources
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.direction == Direction::ToSuper && r.scope == Scope::Namespaced)
+            .map(|(idx, _)| idx)
+    }
+}
+
+/// While a namespace migrates, look again this often whether every copy exists on the target.
+const MIGRATION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);

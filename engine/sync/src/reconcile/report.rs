@@ -42,19 +42,6 @@ impl Reconciler<'_> {
             refusal.message
         );
         let Some(object) = object else { return };
-        if !*self.shared.leader.borrow() {
-            return;
-        }
-        let text = |k: &str| object.get(k).and_then(Value::as_str).map(str::to_string);
-        let meta = |k: &str| meta_str(object, k).map(str::to_string);
-        let reference = ObjectReference {
-            api_version: text("apiVersion"),
-            kind: text("kind"),
-            name: meta("name"),
-            namespace: meta("namespace"),
-            uid: meta("uid"),
-            ..ObjectReference::default()
-        };
         let mut note = refusal.message.clone();
         if note.len() > MAX_NOTE {
             let mut cut = MAX_NOTE;
@@ -74,7 +61,25 @@ impl Reconciler<'_> {
             action: "Sync".into(),
             secondary: None,
         };
-        if let Err(e) = self.tenant.recorder.publish(&event, &reference).await {
+        self.publish(object, &event).await;
+    }
+
+    /// Publishes `event` on the tenant object `object` (only the leader does).
+    pub(super) async fn publish(&self, object: &Value, event: &Event) {
+        if !*self.shared.leader.borrow() {
+            return;
+        }
+        let text = |k: &str| object.get(k).and_then(Value::as_str).map(str::to_string);
+        let meta = |k: &str| meta_str(object, k).map(str::to_string);
+        let reference = ObjectReference {
+            api_version: text("apiVersion"),
+            kind: text("kind"),
+            name: meta("name"),
+            namespace: meta("namespace"),
+            uid: meta("uid"),
+            ..ObjectReference::default()
+        };
+        if let Err(e) = self.tenant.recorder.publish(event, &reference).await {
             tracing::warn!(tenant = %self.tenant.name, error = %e, "could not publish the Event");
         }
     }

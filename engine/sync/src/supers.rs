@@ -1,0 +1,104 @@
+//! The super clusters ferry syncs through (DESIGN.md "Multiple super clusters"), each with its
+//! writer and caches: ferry's copies and namespaces there, and what it publishes.
+//!
+//! ```text
+//!  Super × n (config order) ── caches (copies, public objects) ── namespaces ── Writer
+//! ```
+
+use std::sync::Arc;
+
+use ferry_core::config::SuperConfig;
+use ferry_core::policy::{Direction, Policy};
+use ferry_core::translate::LABEL_TENANT;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cache::{Cache, Reduce};
+use crate::client::Clients;
+use crate::metrics::Metrics;
+use crate::queue::Queues;
+use crate::routing::super_router;
+use crate::watch::watch_all;
+use crate::write::Writer;
+
+/// One super cluster.
+pub struct Super {
+    /// Its name (metrics label `cluster`, `ferry.dev/super` on tenant namespaces).
+    pub name: Arc<str>,
+    /// Writes into it.
+    pub writer: Writer,
+    /// Its caches, one per policy entry: ferry's copies (label `ferry.dev/tenant`) for
+    /// toSuper kinds, the selected objects for fromSuper kinds.
+    pub caches: Vec<Arc<Cache>>,
+    /// The super namespaces ferry owns there.
+    pub namespaces: Arc<Cache>,
+    watchers: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Super {
+    fn drop(&mut self) {
+        for task in &self.watchers {
+            task.abort();
+        }
+    }
+}
+
+impl Super {
+    /// Starts the watchers of the super cluster `config`; their changes go into `queues`.
+    pub fn start(
+        config: &SuperConfig,
+        clients: Clients,
+        policy: &Arc<Policy>,
+        metrics: Arc<Metrics>,
+        leader: watch::Receiver<bool>,
+        queues: Arc<Queues>,
+    ) -> Self {
+        // The super side watches ferry's copies (toSuper), the selected objects (fromSuper) and
+        // ferry's namespaces; a change is routed by the ownership metadata it carries.
+        let watched = watch_all(
+            &clients.watch,
+            policy,
+            &config.name,
+            |resource| match resource.direction {
+                Direction::ToSuper => Some(LABEL_TENANT.to_string()),
+                Direction::FromSuper => Some(crate::public::selector(resource)),
+            },
+            // ferry's copies, once checked, are held as what flows up.
+            |idx| {
+                let policy = policy.clone();
+                (policy.resources[idx].direction == Direction::ToSuper).then(|| {
+                    let reduce: Reduce = Arc::new(move |fields| {
+                        ferry_core::translate::flowing_up(&policy.resources[idx], fields)
+                    });
+                    reduce
+                })
+            },
+            Some(LABEL_TENANT.to_string()),
+            super_router(queues, policy.clone()),
+        );
+        Self {
+            name: config.name.as_str().into(),
+            writer: Writer::new(clients.requests, &config.name, metrics, leader),
+            caches: watched.caches,
+            namespaces: watched.namespaces,
+            watchers: watched.tasks,
+        }
+    }
+
+    /// Whether its caches are listed.
+    pub fn ready(&self) -> bool {
+        self.namespaces.ready() && self.caches.iter().all(|c| c.ready())
+    }
+}
+
+/// The super among `supers` (config order) that a public object `namespace`/`name` of policy
+/// entry `idx` comes from, and how many supers hold that name.
+pub fn source(supers: &[Super], idx: usize, namespace: &str, name: &str) -> (Option<usize>, usize) {
+    let holding: Vec<usize> = supers
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.caches[idx].contains(namespace, name))
+        .map(|(i, _)| i)
+        .collect();
+    (holding.first().copied(), holding.len())
+}
