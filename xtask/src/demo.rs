@@ -1,4 +1,5 @@
-//! `cargo xtask demo`: the main job. Starts the local control planes (super, team-a, team-b),
+//! `cargo xtask demo`: the main job. Starts the local control planes (super clusters `super`
+//! and `gpu`, tenants team-a and team-b),
 //! builds ferry, then runs the demo driver (`engine/testkit/src/bin/ferry-demo.rs`), which
 //! installs the sample CRDs, starts `ferry run` with `policies/`, creates sample objects and
 //! shows what crosses. `--keep` leaves the control planes and ferry running to explore.
@@ -25,7 +26,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         "--bins",
     ])?;
     controlplane::up(
-        &[controlplane::DEFAULT_SUPER.to_string()],
+        &[controlplane::DEFAULT_SUPER.to_string(), "gpu".to_string()],
         &["team-a".to_string(), "team-b".to_string()],
     )?;
     let target = root().join("target/debug");

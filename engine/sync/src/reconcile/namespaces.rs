@@ -66,6 +66,7 @@ impl Reconciler<'_> {
                 match writer.create(&namespace_resource(), &namespace).await {
                     Ok(created) => {
                         target.namespaces.remember(created);
+                        self.requeue_cluster_scoped();
                         tracing::info!(tenant = %self.tenant.name, namespace = %tenant_ns, super_namespace = %super_ns, cluster = %target.name, "created the super namespace");
                         Ok(None)
                     }
@@ -139,6 +140,7 @@ impl Reconciler<'_> {
                     .await
                     .map(|()| {
                         tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, cluster = %target.name, "deleted the super namespace");
+                        self.requeue_cluster_scoped();
                     }),
                 _ => continue,
             };
@@ -255,6 +257,26 @@ impl Reconciler<'_> {
                     self.shared
                         .queues
                         .add(key.sibling(Kind::Resource(idx), &ns, &name));
+                }
+            }
+        }
+    }
+
+    /// With several supers, queues the tenant's cluster-scoped toSuper objects: they go to
+    /// every super holding one of its namespaces, and that just changed.
+    fn requeue_cluster_scoped(&self) {
+        if self.shared.supers.len() == 1 {
+            return;
+        }
+        for (idx, r) in self.shared.policy.resources.iter().enumerate() {
+            if r.direction == Direction::ToSuper && r.scope == Scope::Cluster {
+                for (ns, name) in self.tenant.caches[idx].keys() {
+                    self.shared.queues.add(Key::new(
+                        &self.tenant.name,
+                        Kind::Resource(idx),
+                        &ns,
+                        &name,
+                    ));
                 }
             }
         }

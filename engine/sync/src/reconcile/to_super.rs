@@ -107,9 +107,16 @@ impl Reconciler<'_> {
             deps::set(self.shared, self.tenant, key, &translated.references);
         }
         let Some(&source) = targets.first() else {
-            // No super may take the namespace (every candidate cordoned): it waits.
-            tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "no super cluster is a candidate for the namespace; waiting");
-            return Ok(Outcome::again(NO_SUPER));
+            if namespaced {
+                // No super may take the namespace (every candidate cordoned): it waits.
+                tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "no super cluster is a candidate for the namespace; waiting");
+                return Ok(Outcome::again(NO_SUPER));
+            }
+            // A cluster-scoped object goes where the tenant's namespaces are, and no super
+            // holds one yet: the first super namespace queues it again. Copies elsewhere go.
+            return self
+                .delete_copies(key, idx, (&super_ns, &super_name), &copies, &[])
+                .await;
         };
         let (desired, hash) = decide::stamped(translated.object);
         let mut status_from = None;

@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 
 #[path = "ferry-demo/report.rs"]
 mod report;
+#[path = "ferry-demo/supers.rs"]
+mod supers;
 
 use report::{done, item, ms, progress, step, summary, Row};
 
@@ -91,13 +93,14 @@ async fn main() -> Result<()> {
         }
     }
     let ferry_bin = ferry_bin.context("--ferry PATH is required")?;
-    let total = 7;
+    let total = 8;
     let clusters = Clusters::connect().await?;
     let (a, b, s) = (
         clusters.tenant("team-a").clone(),
         clusters.tenant("team-b").clone(),
         clusters.super_cluster.clone(),
     );
+    let gpu = clusters.super_named("gpu").clone();
 
     step(
         1,
@@ -106,10 +109,10 @@ async fn main() -> Result<()> {
     );
     progress("installing");
     let mut crds = 0;
-    for client in [&s, &a, &b] {
+    for client in [&s, &gpu, &a, &b] {
         crds = install_crds(client).await?.len();
     }
-    done(&format!("{crds} CRDs in super, team-a and team-b"));
+    done(&format!("{crds} CRDs in super, gpu, team-a and team-b"));
 
     step(2, total, "ferry run with the sample policy (policies/)");
     let dir = root().join("target/demo");
@@ -125,6 +128,7 @@ async fn main() -> Result<()> {
     }
     let mut settings = Settings::new(&["team-a", "team-b"], Identity::Admin);
     settings.patrol = "10s".into();
+    supers::two_supers(&mut settings);
     progress("starting");
     let started = Instant::now();
     let mut ferry = Ferry::start(&ferry_bin, &dir, &settings, "ferry.log")?;
@@ -402,6 +406,13 @@ async fn main() -> Result<()> {
         latency: Some(d),
     });
 
+    step(
+        8,
+        total,
+        "A second super cluster: a GPU namespace runs in `gpu`, relabelled it moves",
+    );
+    supers::gpu_namespace(&a, &s, &gpu, &mut rows).await?;
+
     summary(&rows);
     let writes = ferry.metric("ferry_writes_total", &[]).await?;
     let super_writes = ferry
@@ -426,6 +437,7 @@ async fn main() -> Result<()> {
             k("super")
         );
         println!("  {} get storageclasses --show-labels", k("team-b"));
+        println!("  {} get databases -A   # the GPU super cluster", k("gpu"));
         println!("  {} get events -n {NS}", k("team-b"));
         println!("  curl -s http://{address}/metrics | grep '^ferry_'");
         println!(
