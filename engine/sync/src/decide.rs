@@ -92,6 +92,11 @@ pub fn to_super(
     }
 }
 
+/// `desired` applied to the copy `actual` whatever it holds.
+pub fn reapply(desired: &Value, actual: &Value) -> Action {
+    Action::Apply(with_uid(desired, uid(actual)))
+}
+
 /// What an existing copy needs before it can be applied to: `Wait` while it is being
 /// deleted, `Recreate` when it is the copy of an earlier tenant object of the same name.
 fn going_or_earlier(copy: &Value, tenant_uid: &str) -> Option<Action> {

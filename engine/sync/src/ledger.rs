@@ -51,6 +51,9 @@ pub struct Ledger {
     pub synced: HashSet<Key>,
     /// Public objects whose name several supers hold (logged and counted once).
     pub conflicts: HashSet<Key>,
+    /// Keys whose super copy may still hold fields an apply dropped (the patch removing them
+    /// failed): applied again whatever the copy looks like.
+    pub stale: HashSet<Key>,
     written: HashMap<(Key, Part), Written>,
     settled: HashMap<Key, Seen>,
 }

@@ -1,22 +1,33 @@
 //! Where a tenant namespace runs (DESIGN.md "Multiple super clusters"): read back from the
-//! supers holding its super namespace and the tenant namespace's `ferry.dev/super`, decided by
-//! `ferry_core::config::{candidates, place}` for a namespace not placed yet, and the target of
-//! a migration when its super is no longer a candidate.
+//! supers holding its super namespace (their placement generation and migration mark, which
+//! only ferry writes), decided by `ferry_core::config::{candidates, place}` for a namespace not
+//! placed yet, and the target of a migration when its super is no longer a candidate.
 //!
 //! ```text
-//!  hosts (super namespaces) + ferry.dev/super ─▶ active ─┐
-//!  rules + namespace labels + cordons ─▶ candidates ─────┴▶ target (= active unless migrating)
+//!  hosts (super namespaces: generation, migrating-from) ─▶ active ─┐
+//!  rules + namespace labels + cordons ─▶ candidates ───────────────┴▶ target (= active unless migrating)
 //! ```
 
 use std::collections::BTreeMap;
 
 use ferry_core::config::{candidates, place};
 
+use ferry_core::translate::RESERVED_PREFIX;
+use serde_json::{json, Value};
+
+use crate::cache::Phase;
 use crate::object::{annotation, deleting, Ownership};
 use crate::state::{Shared, TenantState};
 
-/// Annotation on tenant namespaces: the super cluster the namespace runs in.
+/// Annotation on tenant namespaces: the super cluster the namespace runs in (written by
+/// ferry for the tenant to read; placement never reads it).
 pub const ANN_SUPER: &str = "ferry.dev/super";
+/// Annotation on a super namespace: the placement it was made for, counting up with every
+/// migration; where a namespace runs is the host with the highest.
+pub const ANN_GENERATION: &str = "ferry.dev/placement-generation";
+/// Annotation on a super namespace while it is a migration's target: the super the namespace
+/// moves away from. Removed at the switch.
+pub const ANN_MIGRATING_FROM: &str = "ferry.dev/migrating-from";
 
 /// Where a tenant namespace runs: `active` holds its copies and gives their status; while
 /// migrating, `target` gets every copy before the switch.
@@ -26,6 +37,8 @@ pub struct Placed {
     pub active: usize,
     /// Where they are to be; `active` unless migrating.
     pub target: usize,
+    /// The placement generation of the active super namespace (0 when none exists yet).
+    pub generation: u64,
 }
 
 impl Placed {
@@ -42,22 +55,61 @@ impl Placed {
             vec![self.active]
         }
     }
+
+    /// The annotations a super namespace made in super `i` for this placement carries.
+    pub fn annotations(&self, i: usize, supers: &[crate::supers::Super]) -> Value {
+        if self.migrating() && i == self.target {
+            json!({ANN_GENERATION: (self.generation + 1).to_string(), ANN_MIGRATING_FROM: &*supers[self.active].name})
+        } else {
+            json!({ANN_GENERATION: self.generation.max(1).to_string()})
+        }
+    }
+}
+
+/// A super holding a tenant's super namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// Which super.
+    pub index: usize,
+    /// Its placement generation.
+    pub generation: u64,
+    /// Whether it is a migration's target not switched to yet.
+    pub migrating: bool,
 }
 
 /// The supers holding `tenant`'s super namespace of `namespace` (config order).
-pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<usize> {
+pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<Host> {
     let super_ns = tenant.names().to_super(namespace);
     shared
         .supers
         .iter()
         .enumerate()
-        .filter(|(_, s)| {
-            s.namespaces.get("", &super_ns).is_some_and(|n| {
-                !deleting(&n) && Ownership::of(&n).is_namespace_of(&tenant.name, namespace)
+        .filter_map(|(index, s)| {
+            let n = s.namespaces.get("", &super_ns)?;
+            if deleting(&n) || !Ownership::of(&n).is_namespace_of(&tenant.name, namespace) {
+                return None;
+            }
+            Some(Host {
+                index,
+                generation: annotation(&n, ANN_GENERATION)
+                    .and_then(|g| g.parse().ok())
+                    .unwrap_or(0),
+                migrating: annotation(&n, ANN_MIGRATING_FROM).is_some(),
             })
         })
-        .map(|(i, _)| i)
         .collect()
+}
+
+/// Where the namespace runs among `hosts`: the host with the highest generation that is not
+/// a migration's target, else the highest (a target whose source went away).
+pub fn running(hosts: &[Host]) -> Option<Host> {
+    let highest = |h: &&Host| (h.generation, std::cmp::Reverse(h.index));
+    hosts
+        .iter()
+        .filter(|h| !h.migrating)
+        .max_by_key(highest)
+        .or_else(|| hosts.iter().max_by_key(highest))
+        .copied()
 }
 
 /// Where `tenant`'s namespace `namespace` runs; `None` when it is not placed and no super is
@@ -68,31 +120,37 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
         return Some(Placed {
             active: 0,
             target: 0,
+            generation: 0,
         });
     }
     let hosts = hosts(shared, tenant, namespace);
-    let tenant_ns = tenant.namespaces.get("", namespace);
-    let labels: BTreeMap<String, String> = tenant_ns
+    let running = running(&hosts);
+    // A super not listed yet might hold the namespace: nothing is placed anew until it is.
+    if running.is_none() && supers.iter().any(|s| s.namespaces.phase() != Phase::Synced) {
+        return None;
+    }
+    let labels: BTreeMap<String, String> = tenant
+        .namespaces
+        .get("", namespace)
         .as_deref()
         .and_then(|n| n.pointer("/metadata/labels"))
-        .and_then(|l| serde_json::from_value(l.clone()).ok())
-        .unwrap_or_default();
-    let annotated = tenant_ns
-        .as_deref()
-        .and_then(|n| annotation(n, ANN_SUPER))
-        .and_then(|name| supers.iter().position(|s| &*s.name == name));
+        .and_then(|l| serde_json::from_value::<BTreeMap<String, String>>(l.clone()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        // ferry's own keys never place anything.
+        .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+        .collect();
     let placement = shared.placement();
     let candidates = candidates(&placement.supers, &placement.rules, &tenant.name, &labels);
     let placed: Vec<usize> = supers.iter().map(|s| s.namespaces.len()).collect();
-    let active = annotated
-        .filter(|a| hosts.contains(a))
-        .or_else(|| hosts.first().copied());
+    let active = running.map(|h| h.index);
     let target = match active {
         Some(a) if candidates.contains(&a) => Some(a),
         _ => hosts
             .iter()
-            .copied()
-            .find(|h| Some(*h) != active && candidates.contains(h))
+            .filter(|h| Some(h.index) != active && h.migrating && candidates.contains(&h.index))
+            .map(|h| h.index)
+            .next()
             .or_else(|| {
                 // Chosen once, so that objects reconciled meanwhile agree; chosen again when
                 // the choice is no longer a candidate.
@@ -110,10 +168,14 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     };
     let target = target?;
     let active = active.unwrap_or(target);
-    if active == target && hosts.contains(&active) {
+    if active == target && hosts.iter().any(|h| h.index == active) {
         tenant.forget_choice(namespace);
     }
-    Some(Placed { active, target })
+    Some(Placed {
+        active,
+        target,
+        generation: running.map_or(0, |h| h.generation),
+    })
 }
 
 /// The supers a cluster-scoped copy of `tenant`'s goes to: every super holding one of its
@@ -134,4 +196,35 @@ pub fn hosting(shared: &Shared, tenant: &TenantState) -> Vec<usize> {
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(index: usize, generation: u64, migrating: bool) -> Host {
+        Host {
+            index,
+            generation,
+            migrating,
+        }
+    }
+
+    #[test]
+    fn a_namespace_runs_in_the_newest_host_that_is_not_a_migrations_target() {
+        assert_eq!(running(&[]), None);
+        // Mid-migration: the target (generation 2, marked) is not where it runs yet.
+        let moving = [host(0, 1, false), host(1, 2, true)];
+        assert_eq!(running(&moving).map(|h| h.index), Some(0));
+        // The switch removes the mark: the higher generation wins, whatever the order.
+        let switched = [host(0, 1, false), host(1, 2, false)];
+        assert_eq!(running(&switched).map(|h| h.index), Some(1));
+        let back = [host(0, 3, false), host(1, 2, false)];
+        assert_eq!(running(&back).map(|h| h.index), Some(0));
+        // A target whose source went away: it is all there is.
+        assert_eq!(running(&[host(1, 2, true)]).map(|h| h.index), Some(1));
+        // Namespaces from before generations (0) on two supers: config order.
+        let old = [host(0, 0, false), host(1, 0, false)];
+        assert_eq!(running(&old).map(|h| h.index), Some(0));
+    }
 }

@@ -47,6 +47,16 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
+    /// Two entries of `supers` reach the same cluster.
+    #[error("{config}: supers {a:?} and {b:?} are the same cluster (their kube-system namespaces have one uid); each super cluster is listed once")]
+    SameCluster {
+        /// The configuration file.
+        config: String,
+        /// One name.
+        a: String,
+        /// The other.
+        b: String,
+    },
 }
 
 /// `Result` with this module's [`Error`].
@@ -77,6 +87,39 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// Refuses two entries of `supers` that reach one cluster (by the uid of its kube-system
+/// namespace): each would delete the other's super namespaces as a copy in a super that no
+/// longer hosts them. A super that cannot be asked now is not checked.
+async fn same_clusters(
+    config: &std::path::Path,
+    supers: &[(ferry_core::config::SuperConfig, crate::client::Clients)],
+) -> Result<()> {
+    if supers.len() < 2 {
+        return Ok(());
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for (s, clients) in supers {
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(clients.requests.clone());
+        let uid = match api.get("kube-system").await {
+            Ok(ns) => ns.metadata.uid.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(cluster = %s.name, error = %e, "could not tell which cluster this super is");
+                continue;
+            }
+        };
+        if let Some((other, _)) = seen.iter().find(|(_, u)| *u == uid && !uid.is_empty()) {
+            return Err(Error::SameCluster {
+                config: config.display().to_string(),
+                a: other.clone(),
+                b: s.name.clone(),
+            });
+        }
+        seen.push((s.name.clone(), uid));
+    }
+    Ok(())
+}
+
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
@@ -85,6 +128,7 @@ pub async fn run(options: Options) -> Result<()> {
     for s in &config.supers {
         supers.push((s.clone(), crate::client::clients(&s.kubeconfig).await?));
     }
+    same_clusters(&options.config, &supers).await?;
     // The Lease lives in the first super cluster.
     let super_clients = supers[0].1.clone();
     let identity = identity();

@@ -91,14 +91,20 @@ impl Super {
     }
 }
 
-/// The super among `supers` (config order) that a public object `namespace`/`name` of policy
-/// entry `idx` comes from, and how many supers hold that name.
-pub fn source(supers: &[Super], idx: usize, namespace: &str, name: &str) -> (Option<usize>, usize) {
-    let holding: Vec<usize> = supers
+/// The super among `supers` (config order) whose public object `namespace`/`name` of policy
+/// entry `idx` is the source (the first holding one that is not being deleted), and how many
+/// supers hold one.
+pub fn source(
+    supers: &[Super],
+    idx: usize,
+    namespace: &str,
+    name: &str,
+) -> (Option<Arc<serde_json::Value>>, usize) {
+    let live: Vec<Arc<serde_json::Value>> = supers
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.caches[idx].contains(namespace, name))
-        .map(|(i, _)| i)
+        .filter_map(|s| s.caches[idx].get(namespace, name))
+        .filter(|o| !crate::object::deleting(o))
         .collect();
-    (holding.first().copied(), holding.len())
+    let count = live.len();
+    (live.into_iter().next(), count)
 }

@@ -30,6 +30,10 @@ pub enum Error {
     /// The cluster did not answer a request a moment ago; requests fail at once for a while.
     #[error("{0} did not answer a moment ago; retrying later")]
     Unreachable(String),
+    /// The apply went through, but the fields a create set and the apply dropped are still
+    /// there (the patch removing them failed); the next reconcile must apply again.
+    #[error("removing the fields the apply dropped: {0}")]
+    Cleanup(Box<Error>),
     /// An object could not be read as a Kubernetes object.
     #[error("{0}")]
     Invalid(String),
@@ -71,14 +75,29 @@ pub struct Writer {
     cluster: String,
     metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
-    /// Until when requests fail at once, after one got no answer.
-    unreachable: Arc<Mutex<Option<Instant>>>,
+    /// Whether the cluster answers.
+    reach: Arc<Mutex<Reach>>,
+}
+
+/// Whether a cluster answers.
+#[derive(Clone, Copy, Debug, Default)]
+enum Reach {
+    /// It answered its last request.
+    #[default]
+    Answering,
+    /// It did not: requests fail at once until then.
+    Silent(Instant),
+    /// One request, sent then, is finding out; the others fail at once.
+    Probing(Instant),
 }
 
 /// After a request got no answer (a timeout, a refused connection), further requests to that
 /// cluster fail at once for this long, so that a hung cluster holds no worker and the other
 /// clusters' keys go on; its keys come back after their backoff.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(5);
+/// How long one probing request may take before another may try (the request client's
+/// timeout is 15 s).
+const PROBE_FOR: Duration = Duration::from_secs(20);
 
 fn object(value: &Value) -> Result<DynamicObject> {
     serde_json::from_value(value.clone()).map_err(|e| Error::Invalid(e.to_string()))
@@ -104,7 +123,7 @@ impl Writer {
             cluster: cluster.to_string(),
             metrics,
             leader,
-            unreachable: Arc::default(),
+            reach: Arc::default(),
         }
     }
 
@@ -123,24 +142,38 @@ impl Writer {
         self.reachable()
     }
 
+    /// Whether a request may go: always while the cluster answers; after it did not, one
+    /// request at a time once the pause is over (a request timeout later, another).
     fn reachable(&self) -> Result<()> {
-        let until = *self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
-        match until {
-            Some(t) if Instant::now() < t => Err(Error::Unreachable(self.cluster.clone())),
-            _ => Ok(()),
+        let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match *reach {
+            Reach::Answering => Ok(()),
+            Reach::Silent(until) | Reach::Probing(until) if now < until => {
+                Err(Error::Unreachable(self.cluster.clone()))
+            }
+            Reach::Silent(_) | Reach::Probing(_) => {
+                *reach = Reach::Probing(now + PROBE_FOR);
+                Ok(())
+            }
         }
     }
 
-    /// `result` as it is, noting when the cluster did not answer at all.
+    /// `result` as it is, noting whether the cluster answered at all.
     fn answered<T>(&self, result: kube::Result<T>) -> kube::Result<T> {
-        let mut until = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
         match &result {
-            Err(kube::Error::Api(_)) | Ok(_) => *until = None,
-            Err(e) => {
-                if until.is_none() {
-                    tracing::warn!(cluster = %self.cluster, error = %e, "no answer; requests to this cluster pause for {}s", UNREACHABLE_FOR.as_secs());
+            Err(kube::Error::Api(_)) | Ok(_) => {
+                if !matches!(*reach, Reach::Answering) {
+                    tracing::info!(cluster = %self.cluster, "answering again");
                 }
-                *until = Some(Instant::now() + UNREACHABLE_FOR);
+                *reach = Reach::Answering;
+            }
+            Err(e) => {
+                if matches!(*reach, Reach::Answering) {
+                    tracing::warn!(cluster = %self.cluster, error = %e, "no answer; requests to this cluster pause for {}s, then one at a time until it answers", UNREACHABLE_FOR.as_secs());
+                }
+                *reach = Reach::Silent(Instant::now() + UNREACHABLE_FOR);
             }
         }
         result
@@ -198,6 +231,7 @@ impl Writer {
         let Some(patch) = upgrade::cleanup(&raw, desired, FIELD_MANAGER) else {
             return Ok(value(out, resource));
         };
+        self.allowed().map_err(|e| Error::Cleanup(Box::new(e)))?;
         let namespace = out.metadata.namespace.clone().unwrap_or_default();
         let name = out.metadata.name.clone().unwrap_or_default();
         let patch: json_patch::Patch =
@@ -206,11 +240,13 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        let cleaned = self.answered(
-            self.api(resource, &namespace)
-                .patch(&name, &params, &Patch::<()>::Json(patch))
-                .await,
-        )?;
+        let cleaned = self
+            .answered(
+                self.api(resource, &namespace)
+                    .patch(&name, &params, &Patch::<()>::Json(patch))
+                    .await,
+            )
+            .map_err(|e| Error::Cleanup(Box::new(e.into())))?;
         self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
         Ok(value(cleaned, resource))
     }

@@ -2,8 +2,8 @@
 //! west, gpu: "true"`): placement by namespace labels, cluster-scoped copies in every super
 //! hosting one of the tenant's namespaces, public objects from both (the first in config order
 //! wins a name), a restart that moves and writes nothing, migration on a relabel and on a
-//! cordon with every copy on the new super before any goes from the old one, and a hung super
-//! that does not hold up the other.
+//! cordon with every copy on the new super before any goes from the old one, a hung super
+//! that does not hold up the other, and a migration away from a hung super.
 
 use super::*;
 
@@ -279,6 +279,37 @@ pub async fn several_supers(identity: Identity) -> Result<()> {
     let result = hung.await;
     ferry_testkit::faults::resume("west")?;
     result?;
+
+    // A namespace moves away from a hung super: its new copies are made meanwhile, the old
+    // ones go once the super answers again.
+    let edge = labelled(&mut env, "edge", json!({"accelerator": "gpu"})).await?;
+    create(&a, database(&edge, "sensor", db_spec("small"))).await?;
+    DATABASE
+        .at(&west, &super_ns(&edge), "sensor")
+        .until("copy on west", |_| true)
+        .await?;
+    ferry_testkit::faults::pause("west")?;
+    let away = async {
+        Kind::new("v1", "Namespace")
+            .at(&a, "", &edge)
+            .merge(json!({"metadata": {"labels": {"accelerator": null, "zone": "east"}}}))
+            .await?;
+        DATABASE
+            .at(&east, &super_ns(&edge), "sensor")
+            .until("new copy on super while west hangs", |_| true)
+            .await?;
+        eventually("annotation switched while west hangs", WAIT, || async {
+            Ok((runs_in(&a, &edge).await? == "super").then_some(()))
+        })
+        .await
+    };
+    let result = away.await;
+    ferry_testkit::faults::resume("west")?;
+    result?;
+    DATABASE
+        .at(&west, &super_ns(&edge), "sensor")
+        .until_gone("the old copy, once west answers")
+        .await?;
     for name in [&only_west, &both] {
         Kind::new(SC, "StorageClass")
             .at(&west, "", name)

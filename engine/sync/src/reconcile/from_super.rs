@@ -2,15 +2,14 @@
 //! deleted with it; references waiting for a public object retried when one appears.
 
 use ferry_core::policy::Resource;
-use ferry_core::translate::Reason;
+use ferry_core::translate::{Reason, Refusal};
 
-use super::{Outcome, Reconciler, Result, LOOK_AGAIN};
+use super::{Outcome, Reconciler, Result};
 use crate::compare::digest;
 use crate::decide::{self, Action};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
 use crate::metrics::labels;
-use crate::object::deleting;
 
 impl Reconciler<'_> {
     /// A fromSuper key: the tenant's copy follows the selected super object.
@@ -27,11 +26,8 @@ impl Reconciler<'_> {
         let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
         // The first super in config order holding the name is the source.
         let supers = &self.shared.supers;
-        let (from, holding) = crate::supers::source(supers, idx, namespace, name);
+        let (source, holding) = crate::supers::source(supers, idx, namespace, name);
         self.public_conflict(key, resource, holding > 1);
-        let source = from
-            .and_then(|i| supers[i].caches[idx].get(namespace, name))
-            .filter(|s| !deleting(s));
         let copy = tenant_cache.get(namespace, name);
         if source.is_some() {
             self.retry_unpublished();
@@ -88,16 +84,16 @@ impl Reconciler<'_> {
                     out
                 }
                 // A field that cannot change (a StorageClass's provisioner, when another
-                // super's object became the source): the copy is made anew.
-                Err(e) if e.code() == Some(422) && copy.is_some() => {
-                    let uid = copy.as_deref().map(crate::object::uid).unwrap_or("");
-                    writer.delete(api, namespace, name, uid).await?;
-                    tenant_cache.forget(namespace, name);
-                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the copy cannot change in place; deleted it to create it anew");
-                    return Ok(Outcome {
-                        wrote: true,
-                        again: Some(LOOK_AGAIN),
-                    });
+                // super's object became the source): the copy stays as it is, reported. It is
+                // never deleted to be made anew (a CustomResourceDefinition's instances would
+                // go with it).
+                Err(e) if e.code() == Some(422) => {
+                    let refusal = Refusal::new(
+                        Reason::Invalid,
+                        format!("the copy cannot change in place ({e}); it is left as it is"),
+                    );
+                    self.refuse(key, copy.as_deref(), &refusal).await;
+                    return Ok(Outcome::default());
                 }
                 Err(e) => return Err(e),
             },

@@ -15,7 +15,7 @@ use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
 use crate::object::{annotation, meta_str};
-use crate::placement::{self, Placed, ANN_SUPER};
+use crate::placement::{self, Placed, ANN_MIGRATING_FROM, ANN_SUPER};
 
 fn namespace_resource() -> ApiResource {
     ApiResource::erase::<Namespace>(&())
@@ -30,6 +30,7 @@ impl Reconciler<'_> {
         key: &Key,
         object: &Value,
         super_ns: &str,
+        marks: Option<Value>,
     ) -> Result<Option<Outcome>> {
         let target = &self.shared.supers[i];
         let writer = &target.writer;
@@ -62,7 +63,13 @@ impl Reconciler<'_> {
                 target.namespaces.remember(patched);
                 Ok(None)
             }
-            Action::Create(namespace) => {
+            Action::Create(mut namespace) => {
+                // Its placement generation, and the mark of a migration's target.
+                if let (Some(Value::Object(marks)), Some(Value::Object(annotations))) =
+                    (marks, namespace.pointer_mut("/metadata/annotations"))
+                {
+                    annotations.extend(marks);
+                }
                 match writer.create(&namespace_resource(), &namespace).await {
                     Ok(created) => {
                         target.namespaces.remember(created);
@@ -94,6 +101,7 @@ impl Reconciler<'_> {
     pub(super) async fn namespace(&self, key: &Key) -> Result<Outcome> {
         let alive = self.tenant.namespace_alive(&key.name);
         if !alive {
+            self.tenant.forget_choice(&key.name);
             // Its objects go with it, even before the namespace controller deletes them.
             for (idx, resource) in self.shared.policy.resources.iter().enumerate() {
                 if resource.direction != Direction::ToSuper || resource.scope != Scope::Namespaced {
@@ -174,26 +182,59 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         };
         let supers = &self.shared.supers;
-        let mut runs_in = placed.active;
+        let super_ns = self.tenant.names().to_super(&key.name);
         if placed.migrating() {
-            let super_ns = self.tenant.names().to_super(&key.name);
             // The target's super namespace, even for a namespace without objects.
+            let marks = placed.annotations(placed.target, supers);
             if let Some(outcome) = self
-                .ensure_namespace(placed.target, key, &tenant_ns, &super_ns)
+                .ensure_namespace(placed.target, key, &tenant_ns, &super_ns, Some(marks))
                 .await?
             {
                 return Ok(outcome);
             }
             if !self.moved(&key.name, &super_ns, placed) {
-                self.requeue_objects(key);
+                self.requeue_objects(key, placed);
                 return Ok(Outcome::again(MIGRATION_CHECK));
             }
-            runs_in = placed.target;
+            // The switch: the target's super namespace is no longer a migration's target,
+            // and its generation is the highest. The old one goes next.
+            let target = &supers[placed.target];
+            let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
+            let patched = target
+                .writer
+                .merge_patch(&namespace_resource(), "", &super_ns, &unmark)
+                .await?;
+            target.namespaces.remember(patched);
+            let (from, to) = (&supers[placed.active].name, &target.name);
+            tracing::info!(tenant = %self.tenant.name, namespace = %key.name, from = %from, to = %to, "migrated the namespace");
+            self.shared
+                .metrics
+                .migrations
+                .get_or_create(&labels(&[("tenant", &self.tenant.name)]))
+                .inc();
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Migrated".into(),
+                note: Some(format!(
+                    "every copy now runs in super cluster {to:?} (was {from:?}); the old copies and super namespace are deleted"
+                )),
+                action: "Migrate".into(),
+                secondary: None,
+            };
+            self.publish(&tenant_ns, &event).await;
+            // The old super's copies go, the new one's status flows up, and the namespace
+            // is looked at again (its annotation, the old super namespace).
+            self.requeue_objects(key, placed);
+            return Ok(Outcome {
+                wrote: true,
+                again: Some(LOOK_AGAIN),
+            });
         }
-        // Named once its super namespace exists (before, it runs nowhere yet).
-        let hosted = placement::hosts(self.shared, self.tenant, &key.name).contains(&runs_in);
-        let name = &*supers[runs_in].name;
-        let wanted = hosted.then_some(name);
+        // Named once its super namespace exists (before, it runs nowhere yet); a tenant's
+        // edit is reverted.
+        let hosts = placement::hosts(self.shared, self.tenant, &key.name);
+        let hosted = hosts.iter().any(|h| h.index == placed.active);
+        let wanted = hosted.then_some(&*supers[placed.active].name);
         if annotation(&tenant_ns, ANN_SUPER) == wanted {
             return Ok(Outcome::default());
         }
@@ -204,31 +245,6 @@ impl Reconciler<'_> {
             .merge_patch(&namespace_resource(), "", &key.name, &patch)
             .await?;
         self.tenant.namespaces.remember(patched);
-        if runs_in != placed.active {
-            let from = &supers[placed.active].name;
-            tracing::info!(tenant = %self.tenant.name, namespace = %key.name, from = %from, to = %name, "migrated the namespace");
-            self.shared
-                .metrics
-                .migrations
-                .get_or_create(&labels(&[("tenant", &self.tenant.name)]))
-                .inc();
-            let event = Event {
-                type_: EventType::Normal,
-                reason: "Migrated".into(),
-                note: Some(format!(
-                    "every copy now runs in super cluster {name:?} (was {from:?}); the old copies and super namespace are deleted"
-                )),
-                action: "Migrate".into(),
-                secondary: None,
-            };
-            self.publish(&tenant_ns, &event).await;
-            // The old super's copies go, and the new one's status flows up.
-            self.requeue_objects(key);
-            return Ok(Outcome {
-                wrote: true,
-                again: Some(LOOK_AGAIN),
-            });
-        }
         Ok(Outcome::wrote(true))
     }
 
@@ -241,19 +257,28 @@ impl Reconciler<'_> {
                 &supers[placed.active].caches[idx],
                 &supers[placed.target].caches[idx],
             );
+            let refused = |name: &str| {
+                let key = Key::new(&self.tenant.name, Kind::Resource(idx), namespace, name);
+                self.tenant.ledger().refusals.contains_key(&key)
+            };
             self.tenant.caches[idx]
                 .keys()
                 .iter()
-                .filter(|(ns, _)| ns == namespace)
+                .filter(|(ns, name)| ns == namespace && !refused(name))
                 .all(|(_, name)| !from.contains(super_ns, name) || to.contains(super_ns, name))
         })
     }
 
-    /// Queues every object of the tenant namespace `key`.
-    fn requeue_objects(&self, key: &Key) {
+    /// Queues the objects of the tenant namespace `key` that have a copy in `placed.active`
+    /// but none in `placed.target` yet (all of them when not migrating).
+    fn requeue_objects(&self, key: &Key, placed: Placed) {
+        let supers = &self.shared.supers;
+        let super_ns = self.tenant.names().to_super(&key.name);
         for idx in self.namespaced_to_super() {
             for (ns, name) in self.tenant.caches[idx].keys() {
-                if ns == key.name {
+                let missing = !supers[placed.target].caches[idx].contains(&super_ns, &name)
+                    || supers[placed.active].caches[idx].contains(&super_ns, &name);
+                if ns == key.name && missing {
                     self.shared
                         .queues
                         .add(key.sibling(Kind::Resource(idx), &ns, &name));

@@ -59,11 +59,12 @@ impl Reconciler<'_> {
             resource.dependency,
             resource.dependency && deps::referenced(self.tenant, key),
         );
+        let placed = (wanted && namespaced)
+            .then(|| placement::placed(self.shared, self.tenant, &key.namespace))
+            .flatten();
         let targets = match (wanted, namespaced) {
             (false, _) => Vec::new(),
-            (true, true) => placement::placed(self.shared, self.tenant, &key.namespace)
-                .map(|p| p.supers())
-                .unwrap_or_default(),
+            (true, true) => placed.map(|p| p.supers()).unwrap_or_default(),
             (true, false) => placement::hosting(self.shared, self.tenant),
         };
         let seen = Seen {
@@ -108,8 +109,9 @@ impl Reconciler<'_> {
         }
         let Some(&source) = targets.first() else {
             if namespaced {
-                // No super may take the namespace (every candidate cordoned): it waits.
-                tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "no super cluster is a candidate for the namespace; waiting");
+                // No super may take the namespace (every candidate cordoned, or a super not
+                // listed yet that might hold it): it waits.
+                tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the namespace cannot be placed yet (no super cluster is a candidate, or one is not listed yet); waiting");
                 return Ok(Outcome::again(NO_SUPER));
             }
             // A cluster-scoped object goes where the tenant's namespaces are, and no super
@@ -124,12 +126,17 @@ impl Reconciler<'_> {
         // A super that fails does not stop the others; the first failure is returned at the
         // end, and the key retried.
         let mut failed = None;
-        for &i in &targets {
+        // A migration's target first: the new copies do not wait for the old super.
+        for &i in targets.iter().rev() {
             let Some(super_kind) = self.shared.supers[i].caches[idx].served() else {
                 continue;
             };
             if namespaced {
-                match self.ensure_namespace(i, key, &object, &super_ns).await {
+                let marks = placed.map(|p| p.annotations(i, &self.shared.supers));
+                match self
+                    .ensure_namespace(i, key, &object, &super_ns, marks)
+                    .await
+                {
                     Ok(None) => {}
                     Ok(Some(outcome)) => return Ok(outcome),
                     Err(e) => {
@@ -216,11 +223,16 @@ impl Reconciler<'_> {
             None => (None, false),
         };
         let part = Part::Down(i);
+        let stale = self.tenant.ledger().stale.contains(key);
         let holding = checked
             || actual
                 .as_deref()
                 .is_some_and(|s| self.tenant.ledger().wrote(key, part, hash, s));
         let mut action = decide::to_super(desired, hash, actual.as_deref(), uid(object), holding);
+        // The last apply left fields it dropped: apply again.
+        if let (true, Action::Nothing, Some(copy)) = (stale, &action, actual.as_deref()) {
+            action = decide::reapply(desired, copy);
+        }
         let supers = &self.shared.supers;
         let mut read = false;
         loop {
@@ -315,14 +327,26 @@ impl Reconciler<'_> {
         // A create is a POST, the super API server's cheapest write: 1.16x the super's CPU of
         // a direct create, 1.43x with a server-side apply (`cargo xtask bench --sync`).
         let target = &self.shared.supers[i];
-        let out = match meta_str(body, "uid") {
+        let written = match meta_str(body, "uid") {
             Some(uid) => {
                 target
                     .writer
                     .apply_copy(place.0, body, Precondition::Uid(uid))
-                    .await?
+                    .await
             }
-            None => target.writer.create(place.0, body).await?,
+            None => target.writer.create(place.0, body).await,
+        };
+        let out = match written {
+            Ok(out) => {
+                self.tenant.ledger().stale.remove(key);
+                out
+            }
+            Err(e) => {
+                if matches!(e, crate::write::Error::Cleanup(_)) {
+                    self.tenant.ledger().stale.insert(key.clone());
+                }
+                return Err(e);
+            }
         };
         target.caches[idx].remember_applied(out.clone());
         self.tenant

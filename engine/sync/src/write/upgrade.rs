@@ -23,15 +23,31 @@ pub fn cleanup(object: &Value, desired: &Value, manager: &str) -> Option<Value> 
                 .is_empty()
     };
     let ours = entries.iter().find(|e| is_ours(e))?;
+    // What every other entry owns: never removed, even where ferry's entry owns it too.
+    let mut others = Map::new();
+    for e in entries.iter().filter(|e| !std::ptr::eq(*e, ours)) {
+        if let Some(Value::Object(fields)) = e.get("fieldsV1") {
+            union(&mut others, fields);
+        }
+    }
     let mut stale = Vec::new();
     if let Some(Value::Object(fields)) = ours.get("fieldsV1") {
-        leftovers(fields, object, Some(desired), String::new(), &mut stale);
+        let at = Walk {
+            actual: object,
+            desired: Some(desired),
+            others: Some(&others),
+        };
+        leftovers(fields, at, String::new(), &mut stale);
     }
     if stale.is_empty() {
         return None;
     }
     let version = object.pointer("/metadata/resourceVersion")?.clone();
-    let kept: Vec<Value> = entries.iter().filter(|e| !is_ours(e)).cloned().collect();
+    let kept: Vec<Value> = entries
+        .iter()
+        .filter(|e| !std::ptr::eq(*e, ours))
+        .cloned()
+        .collect();
     let mut ops =
         vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
     // Later elements of a list first, so that earlier indexes stay valid.
@@ -53,42 +69,74 @@ fn later_first(a: &str, b: &str) -> std::cmp::Ordering {
     segments(a).cmp(&segments(b))
 }
 
+/// Where [`leftovers`] is: the actual object's node, the desired one's (if any), and what
+/// other managers own there (if anything).
+#[derive(Clone, Copy)]
+struct Walk<'v> {
+    actual: &'v Value,
+    desired: Option<&'v Value>,
+    others: Option<&'v Map<String, Value>>,
+}
+
+/// Adds the field set `from` to `into`.
+fn union(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (Some(Value::Object(a)), Value::Object(b)) => union(a, b),
+            (Some(_), _) => {}
+            (None, v) => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
 /// Appends to `out` the JSON pointer of every field the field set `fields` (managedFields'
-/// `fieldsV1` format) names in `actual` (at `at`) that `desired` does not have.
-fn leftovers(
-    fields: &Map<String, Value>,
-    actual: &Value,
-    desired: Option<&Value>,
-    at: String,
-    out: &mut Vec<String>,
-) {
+/// `fieldsV1` format) names in the actual object (at `at`) that the desired one does not
+/// have and no other manager owns; where another owns something below, only ferry's own
+/// fields there go.
+fn leftovers(fields: &Map<String, Value>, at: Walk<'_>, path: String, out: &mut Vec<String>) {
     for (k, sub) in fields {
         let children = sub.as_object();
-        if let Some(name) = k.strip_prefix("f:") {
-            let Some(a) = actual.get(name) else { continue };
-            let path = format!("{at}/{}", name.replace('~', "~0").replace('/', "~1"));
-            match desired.and_then(|d| d.get(name)) {
-                None => out.push(path),
-                Some(d) => {
-                    if let Some(children) = children {
-                        leftovers(children, a, Some(d), path, out);
-                    }
-                }
-            }
-        } else if let Some(item) = element(k, actual) {
-            let (i, a) = item;
-            let path = format!("{at}/{i}");
-            match desired.and_then(|d| same_element(k, d, a)) {
-                None => out.push(path),
-                Some(d) => {
-                    if let Some(children) = children {
-                        leftovers(children, a, Some(d), path, out);
-                    }
+        let others = at.others.and_then(|o| o.get(k));
+        let (actual, desired, here) = if let Some(name) = k.strip_prefix("f:") {
+            let Some(a) = at.actual.get(name) else {
+                continue;
+            };
+            let here = format!("{path}/{}", name.replace('~', "~0").replace('/', "~1"));
+            (a, at.desired.and_then(|d| d.get(name)), here)
+        } else if let Some((i, a)) = element(k, at.actual) {
+            let desired = match at.desired.map(|d| same_element(k, d, a)) {
+                // The desired list lacks a key field of its elements (defaulted on the
+                // server): which element is which cannot be told, so nothing goes.
+                Some(Err(Unknown)) => continue,
+                Some(Ok(d)) => d,
+                None => None,
+            };
+            (a, desired, format!("{path}/{i}"))
+        } else {
+            continue;
+        };
+        let below = Walk {
+            actual,
+            desired,
+            others: others.and_then(Value::as_object),
+        };
+        match (desired, others) {
+            // Gone from what ferry applies, and only ferry's: it goes.
+            (None, None) => out.push(here),
+            // Another manager owns it too, or something below it: only ferry's parts go.
+            (None, Some(_)) | (Some(_), _) => {
+                if let Some(children) = children {
+                    leftovers(children, below, here, out);
                 }
             }
         }
     }
 }
+
+/// A desired list whose elements cannot be matched to the actual ones.
+struct Unknown;
 
 /// The element of the list `list` that the field-set key `k` (`k:{keys}`, `v:value` or
 /// `i:index`) names, with its index.
@@ -110,20 +158,38 @@ fn element<'v>(k: &str, list: &'v Value) -> Option<(usize, &'v Value)> {
     found.map(|i| (i, &items[i]))
 }
 
-/// The element of the desired list `list` that is the same element as `actual` under `k`.
-fn same_element<'v>(k: &str, list: &'v Value, actual: &Value) -> Option<&'v Value> {
-    let items = list.as_array()?;
+/// The element of the desired list `list` that is the same element as `actual` under `k`;
+/// `Unknown` when a desired element lacks one of the key fields.
+fn same_element<'v>(
+    k: &str,
+    list: &'v Value,
+    actual: &Value,
+) -> Result<Option<&'v Value>, Unknown> {
+    let Some(items) = list.as_array() else {
+        return Ok(None);
+    };
     if let Some(keys) = k.strip_prefix("k:") {
-        let keys: Map<String, Value> = serde_json::from_str(keys).ok()?;
-        return items
+        let keys: Map<String, Value> = serde_json::from_str(keys).map_err(|_| Unknown)?;
+        let found = items
             .iter()
             .find(|item| keys.keys().all(|f| item.get(f) == actual.get(f)));
+        if found.is_none()
+            && items
+                .iter()
+                .any(|i| keys.keys().any(|f| i.get(f).is_none()))
+        {
+            return Err(Unknown);
+        }
+        return Ok(found);
     }
     if k.starts_with("v:") {
-        return items.iter().find(|item| *item == actual);
+        return Ok(items.iter().find(|item| *item == actual));
     }
-    let index: usize = k.strip_prefix("i:")?.parse().ok()?;
-    items.get(index)
+    let index: usize = k
+        .strip_prefix("i:")
+        .and_then(|i| i.parse().ok())
+        .ok_or(Unknown)?;
+    Ok(items.get(index))
 }
 
 #[cfg(test)]
@@ -207,6 +273,34 @@ mod tests {
             .collect();
         assert_eq!(removed, ["/spec/ports/2", "/spec/ports/1", "/spec/ports/0"]);
         assert_eq!(later_first("/a/10", "/a/9"), std::cmp::Ordering::Greater);
+    }
+
+    #[test]
+    fn what_another_manager_owns_stays() {
+        // The controller owns spec.extra and spec.config.b; ferry's entry owns both too.
+        let fields = json!({"f:spec": {"f:extra": {}, "f:config": {"f:a": {}, "f:b": {}}}});
+        let mut actual = object(fields, json!({"extra": 1, "config": {"a": 1, "b": 2}}));
+        actual["metadata"]["managedFields"][2]["fieldsV1"] =
+            json!({"f:spec": {"f:extra": {}, "f:config": {"f:b": {}}}});
+        let patch = cleanup(&actual, &json!({"spec": {}}), "ferry").unwrap();
+        let removed: Vec<&str> = patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["op"] == "remove")
+            .map(|o| o["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(removed, ["/spec/config/a"]);
+    }
+
+    #[test]
+    fn elements_whose_key_the_desired_list_lacks_stay() {
+        let fields = json!({"f:spec": {"f:ports": {
+            "k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}, "f:protocol": {}}}}});
+        let actual = object(fields, json!({"ports": [{"port": 80, "protocol": "TCP"}]}));
+        // The tenant's list does not name the defaulted protocol.
+        let desired = json!({"spec": {"ports": [{"port": 80}]}});
+        assert!(cleanup(&actual, &desired, "ferry").is_none());
     }
 
     #[test]
