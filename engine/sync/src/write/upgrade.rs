@@ -232,13 +232,8 @@ mod tests {
         let patch = cleanup(&actual, &desired, "ferry").unwrap();
         let ops = patch.as_array().unwrap();
         assert_eq!(ops[0]["op"], "test");
-        let removed: Vec<&str> = ops
-            .iter()
-            .filter(|o| o["op"] == "remove")
-            .map(|o| o["path"].as_str().unwrap())
-            .collect();
         assert_eq!(
-            removed,
+            removals(&patch),
             [
                 "/spec/tags/0",
                 "/spec/ports/1",
@@ -257,6 +252,17 @@ mod tests {
             .all(|e| e["operation"] == "Apply" || e["manager"] == "controller"));
     }
 
+    /// The paths a patch removes, in order.
+    fn removals(patch: &Value) -> Vec<&str> {
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["op"] == "remove")
+            .map(|o| o["path"].as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn later_list_elements_go_first_whatever_their_keys() {
         let fields = json!({"f:spec": {"f:ports": {
@@ -264,14 +270,10 @@ mod tests {
         let ports: Vec<Value> = ["c", "b", "a"].iter().map(|n| json!({"name": n})).collect();
         let actual = object(fields, json!({"ports": ports}));
         let patch = cleanup(&actual, &json!({"spec": {"ports": []}}), "ferry").unwrap();
-        let removed: Vec<&str> = patch
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["op"] == "remove")
-            .map(|o| o["path"].as_str().unwrap())
-            .collect();
-        assert_eq!(removed, ["/spec/ports/2", "/spec/ports/1", "/spec/ports/0"]);
+        assert_eq!(
+            removals(&patch),
+            ["/spec/ports/2", "/spec/ports/1", "/spec/ports/0"]
+        );
         assert_eq!(later_first("/a/10", "/a/9"), std::cmp::Ordering::Greater);
     }
 
@@ -283,14 +285,7 @@ mod tests {
         actual["metadata"]["managedFields"][2]["fieldsV1"] =
             json!({"f:spec": {"f:extra": {}, "f:config": {"f:b": {}}}});
         let patch = cleanup(&actual, &json!({"spec": {}}), "ferry").unwrap();
-        let removed: Vec<&str> = patch
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["op"] == "remove")
-            .map(|o| o["path"].as_str().unwrap())
-            .collect();
-        assert_eq!(removed, ["/spec/config/a"]);
+        assert_eq!(removals(&patch), ["/spec/config/a"]);
     }
 
     #[test]
