@@ -19,8 +19,9 @@ use crate::cache::Phase;
 use crate::object::{annotation, deleting, Ownership};
 use crate::state::{Shared, TenantState};
 
-/// Annotation on tenant namespaces: the super cluster the namespace runs in (written by
-/// ferry for the tenant to read; placement never reads it).
+/// Annotation on tenant namespaces: the super cluster the namespace runs in, or will once
+/// something is synced (written by ferry for the tenant to read; read back only as a fresh
+/// process's first choice for a namespace no super holds yet, among the candidates).
 pub const ANN_SUPER: &str = "ferry.dev/super";
 /// Annotation on a super namespace: the placement it was made for, counting up with every
 /// migration; where a namespace runs is the host with the highest.
@@ -129,9 +130,8 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     if running.is_none() && supers.iter().any(|s| s.namespaces.phase() != Phase::Synced) {
         return None;
     }
-    let labels: BTreeMap<String, String> = tenant
-        .namespaces
-        .get("", namespace)
+    let tenant_ns = tenant.namespaces.get("", namespace);
+    let labels: BTreeMap<String, String> = tenant_ns
         .as_deref()
         .and_then(|n| n.pointer("/metadata/labels"))
         .and_then(|l| serde_json::from_value::<BTreeMap<String, String>>(l.clone()).ok())
@@ -154,7 +154,14 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
             .or_else(|| {
                 // Chosen once, so that objects reconciled meanwhile agree; chosen again when
                 // the choice is no longer a candidate.
-                let fresh = || place(&candidates, None, &placed);
+                // A process that has not chosen yet takes the super the namespace says, if it
+                // is a candidate (restart-safe before anything is synced there).
+                let said = tenant_ns
+                    .as_deref()
+                    .and_then(|n| annotation(n, ANN_SUPER))
+                    .and_then(|name| supers.iter().position(|s| &*s.name == name))
+                    .filter(|i| candidates.contains(i));
+                let fresh = || said.or_else(|| place(&candidates, None, &placed));
                 match tenant.chosen(namespace, fresh) {
                     Some(c) if candidates.contains(&c) => Some(c),
                     Some(_) => {

@@ -119,6 +119,9 @@ pub async fn several_supers(identity: Identity) -> Result<()> {
         .await?;
     ensure!(runs_in(&a, &gpu).await? == "west");
     ensure!(runs_in(&a, &cpu).await? == "super");
+    // A namespace with nothing synced says where it will run.
+    let empty = labelled(&mut env, "empty", json!({"accelerator": "gpu"})).await?;
+    ensure!(runs_in(&a, &empty).await? == "west");
     let flex_in = runs_in(&a, &flex).await?;
     let flex_other = if flex_in == "west" { "super" } else { "west" };
     DATABASE

@@ -230,11 +230,8 @@ impl Reconciler<'_> {
                 again: Some(LOOK_AGAIN),
             });
         }
-        // Named once its super namespace exists (before, it runs nowhere yet); a tenant's
-        // edit is reverted.
-        let hosts = placement::hosts(self.shared, self.tenant, &key.name);
-        let hosted = hosts.iter().any(|h| h.index == placed.active);
-        let wanted = hosted.then_some(&*supers[placed.active].name);
+        // Where it runs, or will once something is synced; a tenant's edit is reverted.
+        let wanted = Some(&*supers[placed.active].name);
         if annotation(&tenant_ns, ANN_SUPER) == wanted {
             return Ok(Outcome::default());
         }
