@@ -321,9 +321,20 @@ pub async fn run(
                 }
             }
             Err(e) => {
-                cache.set_phase(Phase::NotServed);
+                // Not served is an answer; no answer at all says nothing about what the
+                // cluster holds, so the cache stays not ready.
+                let answered = matches!(&e, kube::Error::Discovery(_))
+                    || matches!(&e, kube::Error::Api(s) if s.code == 404);
+                if answered {
+                    cache.set_phase(Phase::NotServed);
+                }
                 if !reported {
-                    tracing::warn!(cache = %cache.what, error = %e, "kind not served yet; retrying every {}s", DISCOVERY_RETRY.as_secs());
+                    let what = if answered {
+                        "kind not served yet"
+                    } else {
+                        "no answer from the cluster"
+                    };
+                    tracing::warn!(cache = %cache.what, error = %e, "{what}; retrying every {}s", DISCOVERY_RETRY.as_secs());
                     reported = true;
                 }
                 tokio::time::sleep(DISCOVERY_RETRY).await;

@@ -51,9 +51,10 @@ pub struct Ledger {
     pub synced: HashSet<Key>,
     /// Public objects whose name several supers hold (logged and counted once).
     pub conflicts: HashSet<Key>,
-    /// Keys whose super copy may still hold fields an apply dropped (the patch removing them
-    /// failed): applied again whatever the copy looks like.
-    pub stale: HashSet<Key>,
+    /// Copies (key, super) that may still hold fields an apply dropped, and how many times
+    /// the patch removing them failed: applied again whatever the copy looks like, a few
+    /// times.
+    pub stale: HashMap<(Key, usize), u32>,
     written: HashMap<(Key, Part), Written>,
     settled: HashMap<Key, Seen>,
 }

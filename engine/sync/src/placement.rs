@@ -102,14 +102,15 @@ pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<Host
 }
 
 /// Where the namespace runs among `hosts`: the host with the highest generation that is not
-/// a migration's target, else the highest (a target whose source went away).
+/// a migration's target, else the lowest target (one whose source went away; its mark is
+/// removed next, see `placed_at`).
 pub fn running(hosts: &[Host]) -> Option<Host> {
-    let highest = |h: &&Host| (h.generation, std::cmp::Reverse(h.index));
+    let order = |h: &&Host| (h.generation, std::cmp::Reverse(h.index));
     hosts
         .iter()
         .filter(|h| !h.migrating)
-        .max_by_key(highest)
-        .or_else(|| hosts.iter().max_by_key(highest))
+        .max_by_key(order)
+        .or_else(|| hosts.iter().min_by_key(|h| (h.generation, h.index)))
         .copied()
 }
 
@@ -228,8 +229,10 @@ mod tests {
         assert_eq!(running(&switched).map(|h| h.index), Some(1));
         let back = [host(0, 3, false), host(1, 2, false)];
         assert_eq!(running(&back).map(|h| h.index), Some(0));
-        // A target whose source went away: it is all there is.
+        // A target whose source went away: it is all there is; of two such, the older.
         assert_eq!(running(&[host(1, 2, true)]).map(|h| h.index), Some(1));
+        let orphans = [host(1, 2, true), host(2, 3, true)];
+        assert_eq!(running(&orphans).map(|h| h.index), Some(1));
         // Namespaces from before generations (0) on two supers: config order.
         let old = [host(0, 0, false), host(1, 0, false)];
         assert_eq!(running(&old).map(|h| h.index), Some(0));

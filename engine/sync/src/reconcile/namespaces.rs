@@ -10,11 +10,12 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::{json, Value};
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
+use crate::cache::{Cache, Phase};
 use crate::decide::{self, Action};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
-use crate::object::{annotation, meta_str};
+use crate::object::{annotation, deleting, meta_str, Ownership};
 use crate::placement::{self, Placed, ANN_MIGRATING_FROM, ANN_SUPER};
 
 fn namespace_resource() -> ApiResource {
@@ -54,6 +55,25 @@ impl Reconciler<'_> {
             super_ns,
             &labels,
         );
+        // A migration's target that exists already (left from an earlier placement) gets its
+        // marks, or the switch would find nothing to switch.
+        let action = match (&action, &marks, found.as_deref()) {
+            (Action::Nothing | Action::Patch(_), Some(Value::Object(m)), Some(ns))
+                if m.contains_key(ANN_MIGRATING_FROM)
+                    && m.iter().any(|(k, v)| annotation(ns, k) != v.as_str()) =>
+            {
+                let mut patch = match action {
+                    Action::Patch(p) => p,
+                    _ => json!({}),
+                };
+                match patch.pointer_mut("/metadata/annotations") {
+                    Some(Value::Object(annotations)) => annotations.extend(m.clone()),
+                    _ => patch["metadata"]["annotations"] = Value::Object(m.clone()),
+                }
+                Action::Patch(patch)
+            }
+            _ => action,
+        };
         match action {
             Action::Nothing => Ok(None),
             Action::Patch(patch) => {
@@ -193,7 +213,7 @@ impl Reconciler<'_> {
                 return Ok(outcome);
             }
             if !self.moved(&key.name, &super_ns, placed) {
-                self.requeue_objects(key, placed);
+                self.requeue_objects(key, placed, true);
                 return Ok(Outcome::again(MIGRATION_CHECK));
             }
             // The switch: the target's super namespace is no longer a migration's target,
@@ -205,6 +225,11 @@ impl Reconciler<'_> {
                 .merge_patch(&namespace_resource(), "", &super_ns, &unmark)
                 .await?;
             target.namespaces.remember(patched);
+            let now = placement::running(&placement::hosts(self.shared, self.tenant, &key.name));
+            if now.map(|h| h.index) != Some(placed.target) {
+                tracing::warn!(tenant = %self.tenant.name, namespace = %key.name, "the migration's target does not take over (its generation is not the highest); looking again");
+                return Ok(Outcome::again(MIGRATION_CHECK));
+            }
             let (from, to) = (&supers[placed.active].name, &target.name);
             tracing::info!(tenant = %self.tenant.name, namespace = %key.name, from = %from, to = %to, "migrated the namespace");
             self.shared
@@ -224,11 +249,26 @@ impl Reconciler<'_> {
             self.publish(&tenant_ns, &event).await;
             // The old super's copies go, the new one's status flows up, and the namespace
             // is looked at again (its annotation, the old super namespace).
-            self.requeue_objects(key, placed);
+            self.requeue_objects(key, placed, false);
             return Ok(Outcome {
                 wrote: true,
                 again: Some(LOOK_AGAIN),
             });
+        }
+        // A migration's target whose source went away runs the namespace now: its mark goes,
+        // so that a later migration cannot take it for a target.
+        let hosts = placement::hosts(self.shared, self.tenant, &key.name);
+        if hosts
+            .iter()
+            .any(|h| h.index == placed.active && h.migrating)
+        {
+            let target = &supers[placed.active];
+            let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
+            let patched = target
+                .writer
+                .merge_patch(&namespace_resource(), "", &super_ns, &unmark)
+                .await?;
+            target.namespaces.remember(patched);
         }
         // Where it runs, or will once something is synced; a tenant's edit is reverted.
         let wanted = Some(&*supers[placed.active].name);
@@ -245,40 +285,51 @@ impl Reconciler<'_> {
         Ok(Outcome::wrote(true))
     }
 
-    /// Whether every copy in the tenant namespace `namespace`'s active super exists in its
-    /// target as well.
+    /// Whether every copy in the tenant namespace `namespace`'s active super has one in its
+    /// target (ferry's, not being deleted), both supers' caches listed. A refused object whose
+    /// copy runs in the active super holds the switch: its copy must not go with the old super.
     fn moved(&self, namespace: &str, super_ns: &str, placed: Placed) -> bool {
         let supers = &self.shared.supers;
+        let listed = |c: &Cache| matches!(c.phase(), Phase::Synced | Phase::NotServed);
         self.namespaced_to_super().all(|idx| {
             let (from, to) = (
                 &supers[placed.active].caches[idx],
                 &supers[placed.target].caches[idx],
             );
-            let refused = |name: &str| {
-                let key = Key::new(&self.tenant.name, Kind::Resource(idx), namespace, name);
-                self.tenant.ledger().refusals.contains_key(&key)
-            };
-            self.tenant.caches[idx]
-                .keys()
-                .iter()
-                .filter(|(ns, name)| ns == namespace && !refused(name))
-                .all(|(_, name)| !from.contains(super_ns, name) || to.contains(super_ns, name))
+            listed(from)
+                && listed(to)
+                && self.tenant.caches[idx]
+                    .keys()
+                    .iter()
+                    .filter(|(ns, _)| ns == namespace)
+                    .all(|(_, name)| {
+                        let key = Key::new(&self.tenant.name, Kind::Resource(idx), namespace, name);
+                        !from.contains(super_ns, name)
+                            || to.get(super_ns, name).is_some_and(|c| {
+                                !deleting(&c) && Ownership::of(&c).is_copy_of(&key, true)
+                            })
+                    })
         })
     }
 
-    /// Queues the objects of the tenant namespace `key` that have a copy in `placed.active`
-    /// but none in `placed.target` yet (all of them when not migrating).
-    fn requeue_objects(&self, key: &Key, placed: Placed) {
+    /// Queues the objects of the tenant namespace `key`: with `missing`, only those with a
+    /// copy in `placed.active`, none in `placed.target` yet, and not refused (a refused one
+    /// waits for its next change rather than being translated every second).
+    fn requeue_objects(&self, key: &Key, placed: Placed, missing: bool) {
         let supers = &self.shared.supers;
         let super_ns = self.tenant.names().to_super(&key.name);
         for idx in self.namespaced_to_super() {
             for (ns, name) in self.tenant.caches[idx].keys() {
-                let missing = !supers[placed.target].caches[idx].contains(&super_ns, &name)
-                    || supers[placed.active].caches[idx].contains(&super_ns, &name);
-                if ns == key.name && missing {
-                    self.shared
-                        .queues
-                        .add(key.sibling(Kind::Resource(idx), &ns, &name));
+                if ns != key.name {
+                    continue;
+                }
+                let object = key.sibling(Kind::Resource(idx), &ns, &name);
+                let wanted = !missing
+                    || (supers[placed.active].caches[idx].contains(&super_ns, &name)
+                        && !supers[placed.target].caches[idx].contains(&super_ns, &name)
+                        && !self.tenant.ledger().refusals.contains_key(&object));
+                if wanted {
+                    self.shared.queues.add(object);
                 }
             }
         }

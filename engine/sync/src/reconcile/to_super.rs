@@ -223,7 +223,12 @@ impl Reconciler<'_> {
             None => (None, false),
         };
         let part = Part::Down(i);
-        let stale = self.tenant.ledger().stale.contains(key);
+        let stale = self
+            .tenant
+            .ledger()
+            .stale
+            .get(&(key.clone(), i))
+            .is_some_and(|failed| *failed < CLEANUP_TRIES);
         let holding = checked
             || actual
                 .as_deref()
@@ -338,12 +343,20 @@ impl Reconciler<'_> {
         };
         let out = match written {
             Ok(out) => {
-                self.tenant.ledger().stale.remove(key);
+                self.tenant.ledger().stale.remove(&(key.clone(), i));
                 out
             }
             Err(e) => {
                 if matches!(e, crate::write::Error::Cleanup(_)) {
-                    self.tenant.ledger().stale.insert(key.clone());
+                    let failed = {
+                        let mut ledger = self.tenant.ledger();
+                        let failed = ledger.stale.entry((key.clone(), i)).or_default();
+                        *failed += 1;
+                        *failed
+                    };
+                    if failed == CLEANUP_TRIES {
+                        tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, error = %e, "gave up removing the fields an apply dropped from the super copy");
+                    }
                 }
                 return Err(e);
             }
@@ -383,6 +396,9 @@ struct Copy {
     super_index: usize,
     found: Option<(Arc<Value>, bool)>,
 }
+
+/// How many times a copy is applied again after the patch removing dropped fields failed.
+const CLEANUP_TRIES: u32 = 3;
 
 /// While no super may take a namespace, look again this often.
 const NO_SUPER: std::time::Duration = std::time::Duration::from_secs(10);
