@@ -258,6 +258,14 @@ impl Queues {
         (attempt, delay)
     }
 
+    /// Whether `key` failed last time (it comes back after its backoff).
+    pub fn failing(&self, key: &Key) -> bool {
+        self.lock()
+            .tenants
+            .get(&key.tenant)
+            .is_some_and(|q| q.failures.contains_key(key))
+    }
+
     /// Forgets the failures of `key` (it succeeded).
     pub fn forget(&self, key: &Key) {
         if let Some(q) = self.lock().tenants.get_mut(&key.tenant) {

@@ -11,12 +11,13 @@ use serde_json::{json, Value};
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::{Cache, Phase};
+use crate::compare::ANN_APPLIED;
 use crate::decide::{self, Action};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
 use crate::object::{annotation, deleting, meta_str, Ownership};
-use crate::placement::{self, Placed, ANN_MIGRATING_FROM, ANN_SUPER};
+use crate::placement::{self, Placed, ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
 
 fn namespace_resource() -> ApiResource {
     ApiResource::erase::<Namespace>(&())
@@ -60,7 +61,10 @@ impl Reconciler<'_> {
         let action = match (&action, &marks, found.as_deref()) {
             (Action::Nothing | Action::Patch(_), Some(Value::Object(m)), Some(ns))
                 if m.contains_key(ANN_MIGRATING_FROM)
-                    && m.iter().any(|(k, v)| annotation(ns, k) != v.as_str()) =>
+                    && m.iter().any(|(k, v)| annotation(ns, k) != v.as_str())
+                    // A placement decided before a switch it did not see never marks the
+                    // namespace that now runs it.
+                    && generation(ns) < generation_of(m) =>
             {
                 let mut patch = match action {
                     Action::Patch(p) => p,
@@ -304,10 +308,12 @@ impl Reconciler<'_> {
                     .filter(|(ns, _)| ns == namespace)
                     .all(|(_, name)| {
                         let key = Key::new(&self.tenant.name, Kind::Resource(idx), namespace, name);
-                        !from.contains(super_ns, name)
-                            || to.get(super_ns, name).is_some_and(|c| {
-                                !deleting(&c) && Ownership::of(&c).is_copy_of(&key, true)
-                            })
+                        match from.get(super_ns, name) {
+                            None => true,
+                            Some(running) => to
+                                .get(super_ns, name)
+                                .is_some_and(|c| same_copy(&key, &running, &c)),
+                        }
                     })
         })
     }
@@ -324,10 +330,20 @@ impl Reconciler<'_> {
                     continue;
                 }
                 let object = key.sibling(Kind::Resource(idx), &ns, &name);
+                let behind = || {
+                    let running = supers[placed.active].caches[idx].get(&super_ns, &name);
+                    let copy = supers[placed.target].caches[idx].get(&super_ns, &name);
+                    match (running, copy) {
+                        (Some(r), Some(c)) => !same_copy(&object, &r, &c),
+                        (Some(_), None) => true,
+                        _ => false,
+                    }
+                };
+                // A key that failed comes back after its backoff, not every second.
                 let wanted = !missing
-                    || (supers[placed.active].caches[idx].contains(&super_ns, &name)
-                        && !supers[placed.target].caches[idx].contains(&super_ns, &name)
-                        && !self.tenant.ledger().refusals.contains_key(&object));
+                    || (behind()
+                        && !self.tenant.ledger().refusals.contains_key(&object)
+                        && !self.shared.queues.failing(&object));
                 if wanted {
                     self.shared.queues.add(object);
                 }
@@ -367,5 +383,31 @@ impl Reconciler<'_> {
     }
 }
 
+/// Whether `copy` (in a migration's target) stands for the running copy `running` of `key`:
+/// ferry's copy of the same tenant object, with the same content applied, not being deleted.
+fn same_copy(key: &Key, running: &Value, copy: &Value) -> bool {
+    let (r, c) = (Ownership::of(running), Ownership::of(copy));
+    !deleting(copy)
+        && c.is_copy_of(key, true)
+        && c.uid == r.uid
+        && annotation(copy, ANN_APPLIED) == annotation(running, ANN_APPLIED)
+}
+
 /// While a namespace migrates, look again this often whether every copy exists on the target.
 const MIGRATION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The placement generation of a super namespace.
+fn generation(ns: &Value) -> u64 {
+    annotation(ns, ANN_GENERATION)
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The placement generation in annotations `marks`.
+fn generation_of(marks: &serde_json::Map<String, Value>) -> u64 {
+    marks
+        .get(ANN_GENERATION)
+        .and_then(Value::as_str)
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
+}

@@ -126,9 +126,12 @@ impl Reconciler<'_> {
         // A super that fails does not stop the others; the first failure is returned at the
         // end, and the key retried.
         let mut failed = None;
+        // Whether every target holds a copy now; until then no copy elsewhere goes.
+        let mut complete = true;
         // A migration's target first: the new copies do not wait for the old super.
         for &i in targets.iter().rev() {
             let Some(super_kind) = self.shared.supers[i].caches[idx].served() else {
+                complete = false;
                 continue;
             };
             if namespaced {
@@ -141,6 +144,7 @@ impl Reconciler<'_> {
                     Ok(Some(outcome)) => return Ok(outcome),
                     Err(e) => {
                         failed.get_or_insert(e);
+                        complete = false;
                         continue;
                     }
                 }
@@ -164,18 +168,22 @@ impl Reconciler<'_> {
                 Ok(Err(outcome)) => return Ok(outcome),
                 Err(e) => {
                     failed.get_or_insert(e);
+                    complete = false;
                 }
             }
         }
         // Copies where they are no longer wanted go (a migration's old super is left to the
-        // namespace's reconcile until the switch).
-        match self
-            .delete_copies(key, idx, (&super_ns, &super_name), &copies, &targets)
-            .await
-        {
-            Ok(deleted) => applied |= deleted.wrote,
-            Err(e) => {
-                failed.get_or_insert(e);
+        // namespace's reconcile until the switch), once every target holds one: the only
+        // copy of an object never goes because its new super refused it.
+        if complete {
+            match self
+                .delete_copies(key, idx, (&super_ns, &super_name), &copies, &targets)
+                .await
+            {
+                Ok(deleted) => applied |= deleted.wrote,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
         }
         if let Some(e) = failed {

@@ -1,0 +1,75 @@
+//! The cache's memory of what the watch and ferry's writes said: tombstones, later versions,
+//! reduced checked copies.
+
+use super::*;
+use serde_json::json;
+
+fn copy(uid: &str, version: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "n", "uid": uid, "resourceVersion": version}})
+}
+
+fn observed(cache: &Cache, object: Value, present: bool) {
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    let on_change: OnChange = Arc::new(|_| {});
+    observe(cache, &resource, &on_change, object, present);
+}
+
+#[test]
+fn a_write_answered_after_the_delete_does_not_bring_the_object_back() {
+    let cache = Cache::new("test".into());
+    observed(&cache, copy("u1", "5"), true);
+    // ferry's write (version 6) answers after the watch saw the object deleted.
+    observed(&cache, copy("u1", "6"), false);
+    cache.remember(copy("u1", "6"));
+    assert!(cache.get("n", "a").is_none());
+    // Another object of that name is remembered.
+    cache.remember(copy("u2", "9"));
+    assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
+}
+
+#[test]
+fn a_checked_copy_is_held_reduced_until_more_than_its_status_changes() {
+    let reduce: Reduce = Arc::new(|fields| {
+        let mut out = fields.clone();
+        out.remove("data");
+        out
+    });
+    let cache = Cache::reducing("test".into(), Some(reduce));
+    let mut object = copy("u1", "5");
+    object["data"] = json!({"big": "x"});
+    observed(&cache, object.clone(), true);
+    assert!(!cache.get_checked("n", "a").unwrap().1);
+    // Another version is cached by now: checking the older one changes nothing.
+    let mut older = object.clone();
+    older["metadata"]["resourceVersion"] = json!("4");
+    cache.check(&older);
+    assert!(!cache.get_checked("n", "a").unwrap().1);
+    cache.check(&object);
+    let (held, checked) = cache.get_checked("n", "a").unwrap();
+    assert!(checked && held.get("data").is_none());
+    object["status"] = json!({"phase": "Ready"});
+    object["metadata"]["resourceVersion"] = json!("6");
+    observed(&cache, object.clone(), true);
+    assert!(cache.get_checked("n", "a").unwrap().1);
+    object["data"] = json!({"big": "y"});
+    object["metadata"]["resourceVersion"] = json!("7");
+    observed(&cache, object.clone(), true);
+    let (held, checked) = cache.get_checked("n", "a").unwrap();
+    assert!(!checked && held["data"]["big"] == "y");
+    // What ferry applied is held checked at once.
+    object["metadata"]["resourceVersion"] = json!("8");
+    cache.remember_applied(object);
+    assert!(cache.get_checked("n", "a").unwrap().1);
+}
+
+#[test]
+fn a_later_version_from_the_watch_is_kept() {
+    let cache = Cache::new("test".into());
+    observed(&cache, copy("u1", "8"), true);
+    cache.remember(copy("u1", "7"));
+    assert_eq!(rv(&cache.get("n", "a").unwrap()), "8");
+    cache.remember(copy("u1", "9"));
+    assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
+}
