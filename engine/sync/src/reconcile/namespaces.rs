@@ -223,12 +223,7 @@ impl Reconciler<'_> {
             // The switch: the target's super namespace is no longer a migration's target,
             // and its generation is the highest. The old one goes next.
             let target = &supers[placed.target];
-            let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
-            let patched = target
-                .writer
-                .merge_patch(&namespace_resource(), "", &super_ns, &unmark)
-                .await?;
-            target.namespaces.remember(patched);
+            self.unmark(placed.target, &super_ns).await?;
             let now = placement::running(&placement::hosts(self.shared, self.tenant, &key.name));
             if now.map(|h| h.index) != Some(placed.target) {
                 tracing::warn!(tenant = %self.tenant.name, namespace = %key.name, "the migration's target does not take over (its generation is not the highest); looking again");
@@ -266,13 +261,7 @@ impl Reconciler<'_> {
             .iter()
             .any(|h| h.index == placed.active && h.migrating)
         {
-            let target = &supers[placed.active];
-            let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
-            let patched = target
-                .writer
-                .merge_patch(&namespace_resource(), "", &super_ns, &unmark)
-                .await?;
-            target.namespaces.remember(patched);
+            self.unmark(placed.active, &super_ns).await?;
         }
         // Where it runs, or will once something is synced; a tenant's edit is reverted.
         let wanted = Some(&*supers[placed.active].name);
@@ -287,6 +276,18 @@ impl Reconciler<'_> {
             .await?;
         self.tenant.namespaces.remember(patched);
         Ok(Outcome::wrote(true))
+    }
+
+    /// Removes the migration mark from super namespace `super_ns` in super `i`.
+    async fn unmark(&self, i: usize, super_ns: &str) -> Result<()> {
+        let target = &self.shared.supers[i];
+        let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
+        let patched = target
+            .writer
+            .merge_patch(&namespace_resource(), "", super_ns, &unmark)
+            .await?;
+        target.namespaces.remember(patched);
+        Ok(())
     }
 
     /// Whether every copy in the tenant namespace `namespace`'s active super has one in its
