@@ -40,6 +40,9 @@ pub struct Placed {
     pub target: usize,
     /// The placement generation of the active super namespace (0 when none exists yet).
     pub generation: u64,
+    /// Whether the active super namespace still carries a migration's mark (a target whose
+    /// source went away).
+    pub marked: bool,
 }
 
 impl Placed {
@@ -92,13 +95,18 @@ pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<Host
             }
             Some(Host {
                 index,
-                generation: annotation(&n, ANN_GENERATION)
-                    .and_then(|g| g.parse().ok())
-                    .unwrap_or(0),
+                generation: generation(&n),
                 migrating: annotation(&n, ANN_MIGRATING_FROM).is_some(),
             })
         })
         .collect()
+}
+
+/// The placement generation of a super namespace (0 before generations existed).
+pub fn generation(ns: &Value) -> u64 {
+    annotation(ns, ANN_GENERATION)
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Where the namespace runs among `hosts`: the host with the highest generation that is not
@@ -123,6 +131,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
             active: 0,
             target: 0,
             generation: 0,
+            marked: false,
         });
     }
     let hosts = hosts(shared, tenant, namespace);
@@ -135,15 +144,15 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     let labels: BTreeMap<String, String> = tenant_ns
         .as_deref()
         .and_then(|n| n.pointer("/metadata/labels"))
-        .and_then(|l| serde_json::from_value::<BTreeMap<String, String>>(l.clone()).ok())
-        .unwrap_or_default()
+        .and_then(Value::as_object)
         .into_iter()
+        .flatten()
         // ferry's own keys never place anything.
         .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect();
     let placement = shared.placement();
     let candidates = candidates(&placement.supers, &placement.rules, &tenant.name, &labels);
-    let placed: Vec<usize> = supers.iter().map(|s| s.namespaces.len()).collect();
     let active = running.map(|h| h.index);
     let target = match active {
         Some(a) if candidates.contains(&a) => Some(a),
@@ -162,7 +171,13 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
                     .and_then(|n| annotation(n, ANN_SUPER))
                     .and_then(|name| supers.iter().position(|s| &*s.name == name))
                     .filter(|i| candidates.contains(i));
-                let fresh = || said.or_else(|| place(&candidates, None, &placed));
+                let fresh = || {
+                    said.or_else(|| {
+                        let placed: Vec<usize> =
+                            supers.iter().map(|s| s.namespaces.len()).collect();
+                        place(&candidates, None, &placed)
+                    })
+                };
                 match tenant.chosen(namespace, fresh) {
                     Some(c) if candidates.contains(&c) => Some(c),
                     Some(_) => {
@@ -183,6 +198,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
         active,
         target,
         generation: running.map_or(0, |h| h.generation),
+        marked: running.is_some_and(|h| h.index == active && h.migrating),
     })
 }
 

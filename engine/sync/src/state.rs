@@ -52,7 +52,7 @@ pub struct Shared {
     pub supers: Vec<Super>,
     /// The supers' configuration (same order) and the placement rules; labels, cordons and
     /// rules change live with the configuration file.
-    placement: RwLock<Placement>,
+    placement: RwLock<Arc<Placement>>,
     /// What the super clusters publish, for the guard's check of references to public kinds.
     pub public: Arc<Catalog>,
     /// Running tenants.
@@ -82,10 +82,10 @@ impl Shared {
         leader: watch::Receiver<bool>,
         queues: Arc<Queues>,
     ) -> Arc<Self> {
-        let placement = RwLock::new(Placement {
+        let placement = RwLock::new(Arc::new(Placement {
             supers: supers.iter().map(|(c, _)| c.clone()).collect(),
             rules: placement,
-        });
+        }));
         let supers: Vec<Super> = supers
             .into_iter()
             .map(|(config, clients)| {
@@ -123,7 +123,7 @@ impl Shared {
     }
 
     /// The supers' configuration and the placement rules now.
-    pub fn placement(&self) -> Placement {
+    pub fn placement(&self) -> Arc<Placement> {
         self.placement
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -135,8 +135,8 @@ impl Shared {
     pub fn set_placement(&self, placement: Placement) {
         let changed = {
             let mut now = self.placement.write().unwrap_or_else(|e| e.into_inner());
-            let changed = *now != placement;
-            *now = placement;
+            let changed = **now != placement;
+            *now = Arc::new(placement);
             changed
         };
         if changed {

@@ -16,7 +16,7 @@ use crate::decide::{self, Action};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
-use crate::object::{annotation, deleting, meta_str, Ownership};
+use crate::object::{annotation, deleting, Ownership};
 use crate::placement::{self, Placed, ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
 
 fn namespace_resource() -> ApiResource {
@@ -64,7 +64,7 @@ impl Reconciler<'_> {
                     && m.iter().any(|(k, v)| annotation(ns, k) != v.as_str())
                     // A placement decided before a switch it did not see never marks the
                     // namespace that now runs it.
-                    && generation(ns) < generation_of(m) =>
+                    && placement::generation(ns) < generation_of(m) =>
             {
                 let mut patch = match action {
                     Action::Patch(p) => p,
@@ -127,18 +127,8 @@ impl Reconciler<'_> {
         if !alive {
             self.tenant.forget_choice(&key.name);
             // Its objects go with it, even before the namespace controller deletes them.
-            for (idx, resource) in self.shared.policy.resources.iter().enumerate() {
-                if resource.direction != Direction::ToSuper || resource.scope != Scope::Namespaced {
-                    continue;
-                }
-                for object in self.tenant.caches[idx].values() {
-                    if meta_str(&object, "namespace") == Some(key.name.as_str()) {
-                        let name = meta_str(&object, "name").unwrap_or("");
-                        self.shared
-                            .queues
-                            .add(key.sibling(Kind::Resource(idx), &key.name, name));
-                    }
-                }
+            for object in self.objects_in(&key.name) {
+                self.shared.queues.add(object);
             }
         }
         let super_ns = self.tenant.names().to_super(&key.name);
@@ -256,11 +246,7 @@ impl Reconciler<'_> {
         }
         // A migration's target whose source went away runs the namespace now: its mark goes,
         // so that a later migration cannot take it for a target.
-        let hosts = placement::hosts(self.shared, self.tenant, &key.name);
-        if hosts
-            .iter()
-            .any(|h| h.index == placed.active && h.migrating)
-        {
+        if placed.marked {
             self.unmark(placed.active, &super_ns).await?;
         }
         // Where it runs, or will once something is synced; a tenant's edit is reverted.
@@ -291,63 +277,46 @@ impl Reconciler<'_> {
     }
 
     /// Whether every copy in the tenant namespace `namespace`'s active super has one in its
-    /// target (ferry's, not being deleted), both supers' caches listed. A refused object whose
-    /// copy runs in the active super holds the switch: its copy must not go with the old super.
+    /// target (see [`same_copy`]), both supers' caches listed. A refused object whose copy
+    /// runs in the active super holds the switch: its copy must not go with the old super.
     fn moved(&self, namespace: &str, super_ns: &str, placed: Placed) -> bool {
         let supers = &self.shared.supers;
         let listed = |c: &Cache| matches!(c.phase(), Phase::Synced | Phase::NotServed);
-        self.namespaced_to_super().all(|idx| {
-            let (from, to) = (
-                &supers[placed.active].caches[idx],
-                &supers[placed.target].caches[idx],
-            );
-            listed(from)
-                && listed(to)
-                && self.tenant.caches[idx]
-                    .keys()
-                    .iter()
-                    .filter(|(ns, _)| ns == namespace)
-                    .all(|(_, name)| {
-                        let key = Key::new(&self.tenant.name, Kind::Resource(idx), namespace, name);
-                        match from.get(super_ns, name) {
-                            None => true,
-                            Some(running) => to
-                                .get(super_ns, name)
-                                .is_some_and(|c| same_copy(&key, &running, &c)),
-                        }
-                    })
-        })
+        self.to_super_entries(Scope::Namespaced).all(|idx| {
+            listed(&supers[placed.active].caches[idx]) && listed(&supers[placed.target].caches[idx])
+        }) && !self
+            .objects_in(namespace)
+            .iter()
+            .any(|object| self.lagging(object, super_ns, placed))
     }
 
-    /// Queues the objects of the tenant namespace `key`: with `missing`, only those with a
-    /// copy in `placed.active`, none in `placed.target` yet, and not refused (a refused one
-    /// waits for its next change rather than being translated every second).
-    fn requeue_objects(&self, key: &Key, placed: Placed, missing: bool) {
+    /// Whether `object` has a copy in `placed.active` that `placed.target` does not have yet.
+    fn lagging(&self, object: &Key, super_ns: &str, placed: Placed) -> bool {
+        let Kind::Resource(idx) = object.kind else {
+            return false;
+        };
         let supers = &self.shared.supers;
+        let Some(running) = supers[placed.active].caches[idx].get(super_ns, &object.name) else {
+            return false;
+        };
+        !supers[placed.target].caches[idx]
+            .get(super_ns, &object.name)
+            .is_some_and(|c| same_copy(object, &running, &c))
+    }
+
+    /// Queues the objects of the tenant namespace `key`: with `missing`, only those
+    /// [`lagging`](Self::lagging) behind in `placed.target`, not refused (a refused one waits
+    /// for its next change rather than being translated every second) and not in failure
+    /// backoff (it comes back after its backoff).
+    fn requeue_objects(&self, key: &Key, placed: Placed, missing: bool) {
         let super_ns = self.tenant.names().to_super(&key.name);
-        for idx in self.namespaced_to_super() {
-            for (ns, name) in self.tenant.caches[idx].keys() {
-                if ns != key.name {
-                    continue;
-                }
-                let object = key.sibling(Kind::Resource(idx), &ns, &name);
-                let behind = || {
-                    let running = supers[placed.active].caches[idx].get(&super_ns, &name);
-                    let copy = supers[placed.target].caches[idx].get(&super_ns, &name);
-                    match (running, copy) {
-                        (Some(r), Some(c)) => !same_copy(&object, &r, &c),
-                        (Some(_), None) => true,
-                        _ => false,
-                    }
-                };
-                // A key that failed comes back after its backoff, not every second.
-                let wanted = !missing
-                    || (behind()
-                        && !self.tenant.ledger().refusals.contains_key(&object)
-                        && !self.shared.queues.failing(&object));
-                if wanted {
-                    self.shared.queues.add(object);
-                }
+        for object in self.objects_in(&key.name) {
+            let wanted = !missing
+                || (self.lagging(&object, &super_ns, placed)
+                    && !self.tenant.ledger().refusals.contains_key(&object)
+                    && !self.shared.queues.failing(&object));
+            if wanted {
+                self.shared.queues.add(object);
             }
         }
     }
@@ -358,28 +327,37 @@ impl Reconciler<'_> {
         if self.shared.supers.len() == 1 {
             return;
         }
-        for (idx, r) in self.shared.policy.resources.iter().enumerate() {
-            if r.direction == Direction::ToSuper && r.scope == Scope::Cluster {
-                for (ns, name) in self.tenant.caches[idx].keys() {
-                    self.shared.queues.add(Key::new(
-                        &self.tenant.name,
-                        Kind::Resource(idx),
-                        &ns,
-                        &name,
-                    ));
-                }
+        for idx in self.to_super_entries(Scope::Cluster) {
+            for (ns, name) in self.tenant.caches[idx].keys() {
+                let key = Key::new(&self.tenant.name, Kind::Resource(idx), &ns, &name);
+                self.shared.queues.add(key);
             }
         }
     }
 
-    /// The policy entries of namespaced toSuper kinds.
-    fn namespaced_to_super(&self) -> impl Iterator<Item = usize> + '_ {
+    /// The keys of the tenant's objects of namespaced toSuper kinds in `namespace`.
+    fn objects_in(&self, namespace: &str) -> Vec<Key> {
+        self.to_super_entries(Scope::Namespaced)
+            .flat_map(|idx| {
+                self.tenant.caches[idx]
+                    .keys()
+                    .into_iter()
+                    .filter(|(ns, _)| ns == namespace)
+                    .map(move |(ns, name)| {
+                        Key::new(&self.tenant.name, Kind::Resource(idx), &ns, &name)
+                    })
+            })
+            .collect()
+    }
+
+    /// The policy entries of toSuper kinds of `scope`.
+    fn to_super_entries(&self, scope: Scope) -> impl Iterator<Item = usize> + '_ {
         self.shared
             .policy
             .resources
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.direction == Direction::ToSuper && r.scope == Scope::Namespaced)
+            .filter(move |(_, r)| r.direction == Direction::ToSuper && r.scope == scope)
             .map(|(idx, _)| idx)
     }
 }
@@ -396,13 +374,6 @@ fn same_copy(key: &Key, running: &Value, copy: &Value) -> bool {
 
 /// While a namespace migrates, look again this often whether every copy exists on the target.
 const MIGRATION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The placement generation of a super namespace.
-fn generation(ns: &Value) -> u64 {
-    annotation(ns, ANN_GENERATION)
-        .and_then(|g| g.parse().ok())
-        .unwrap_or(0)
-}
 
 /// The placement generation in annotations `marks`.
 fn generation_of(marks: &serde_json::Map<String, Value>) -> u64 {

@@ -231,12 +231,15 @@ impl Reconciler<'_> {
             None => (None, false),
         };
         let part = Part::Down(i);
-        let stale = self
-            .tenant
-            .ledger()
-            .stale
-            .get(&(key.clone(), i))
-            .is_some_and(|failed| *failed < CLEANUP_TRIES);
+        let stale = {
+            let ledger = self.tenant.ledger();
+            // Almost always empty: no key is cloned for the lookup then.
+            !ledger.stale.is_empty()
+                && ledger
+                    .stale
+                    .get(&(key.clone(), i))
+                    .is_some_and(|failed| *failed < CLEANUP_TRIES)
+        };
         let holding = checked
             || actual
                 .as_deref()
@@ -351,7 +354,11 @@ impl Reconciler<'_> {
         };
         let out = match written {
             Ok(out) => {
-                self.tenant.ledger().stale.remove(&(key.clone(), i));
+                let mut ledger = self.tenant.ledger();
+                if !ledger.stale.is_empty() {
+                    ledger.stale.remove(&(key.clone(), i));
+                }
+                drop(ledger);
                 out
             }
             Err(e) => {

@@ -75,7 +75,10 @@ pub async fn gpu_namespace(
     })
     .await?;
     let d = t0.elapsed();
-    item(&format!("migrated to super in {} (copy created there first, then the one in gpu deleted; Event Migrated on the namespace)", ms(d)));
+    item(&format!(
+        "migrated to super in {}: the copy is there, the one in gpu is gone",
+        ms(d)
+    ));
     rows.push(Row {
         tenant: "team-a",
         object: "namespace train relabelled".into(),
