@@ -20,11 +20,12 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
         // Core kinds (Secret, ConfigMap) hold data, not references; a custom kind without a
         // schema is more likely an oversight.
         let custom = !resource.group_kind.group.is_empty();
-        if custom && resource.plan.file.is_empty() && resource.direction == Direction::ToSuper {
+        let no_rules = resource.plan.file.is_empty() && resource.plan.root.is_empty();
+        if custom && no_rules && resource.direction == Direction::ToSuper {
             out.push(Finding {
                 at: resource.at.to_string(),
                 message: format!(
-                    "{} has no schema: no field is rewritten, so namespaces and references in its spec would cross unchanged",
+                    "{} has no schema and no field rules: no field is rewritten, so namespaces and references in its spec would cross unchanged",
                     resource.group_kind
                 ),
             });
@@ -71,6 +72,17 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
                 });
             }
         }
+        let schema = !resource.plan.file.is_empty();
+        let unknown = unknown_field_rules(&resource.plan, |p| !schema || resource.plan.knows(p));
+        for (at, jsonpath) in unknown {
+            out.push(Finding {
+                at,
+                message: format!(
+                    "{}: field rule {jsonpath} names no field of the schema in {} (a typo, or a field the schema file leaves out)",
+                    resource.group_kind, resource.plan.file
+                ),
+            });
+        }
         if resource.direction == Direction::FromSuper
             && resource.scope == crate::policy::Scope::Namespaced
         {
@@ -84,4 +96,32 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// The field rules of `plan` none of whose paths `knows`, as
+/// `(file:line:column, JSONPath)`. Rules under `metadata` are left out: every object has it.
+pub fn unknown_field_rules(
+    plan: &crate::schema::Plan,
+    knows: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    let mut verdicts: Vec<(String, String, bool)> = Vec::new();
+    for (path, annotated) in plan.rules() {
+        let Some(jsonpath) = &annotated.jsonpath else {
+            continue;
+        };
+        if path == "metadata" || path.starts_with("metadata.") {
+            continue;
+        }
+        let at = annotated.origin.to_string();
+        let known = knows(&path);
+        match verdicts.iter_mut().find(|(a, _, _)| *a == at) {
+            Some(entry) => entry.2 |= known,
+            None => verdicts.push((at, jsonpath.clone(), known)),
+        }
+    }
+    verdicts
+        .into_iter()
+        .filter(|(_, _, known)| !known)
+        .map(|(at, jsonpath, _)| (at, jsonpath))
+        .collect()
 }

@@ -10,6 +10,9 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+/// The prefix of every key ferry reserves.
+pub const RESERVED_PREFIX: &str = "ferry.dev/";
+
 /// Longest tenant name: leaves room for `-` and a useful part of the tenant namespace.
 pub const MAX_TENANT_LEN: usize = 20;
 

@@ -1,6 +1,7 @@
 //! `ferry check --against KUBECONFIG`: every annotated field of every approved custom kind
 //! must exist in the CRD installed in that cluster, at the approved version.
 
+use ferry_core::check::unknown_field_rules;
 use ferry_core::policy::Policy;
 use ferry_core::schema::load::plan_from_json;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -92,7 +93,7 @@ pub async fn check(policy: &Policy, client: Client) -> Result<Vec<Mismatch>> {
                 ),
             });
         }
-        if resource.plan.file.is_empty() {
+        if resource.plan.root.is_empty() {
             continue;
         }
         let schema = version
@@ -123,8 +124,17 @@ pub async fn check(policy: &Policy, client: Client) -> Result<Vec<Mismatch>> {
                 continue;
             }
         };
+        for (at, jsonpath) in unknown_field_rules(&resource.plan, |p| live.knows(p)) {
+            out.push(Mismatch {
+                at,
+                message: format!(
+                    "{gk}: field rule {jsonpath} names no field of CRD {crd_name} {} in the cluster",
+                    version.name
+                ),
+            });
+        }
         for (path, annotated) in resource.plan.rules() {
-            if !live.knows(&path) {
+            if annotated.jsonpath.is_none() && !live.knows(&path) {
                 out.push(Mismatch {
                     at: annotated.origin.to_string(),
                     message: format!(

@@ -426,6 +426,17 @@ fn load_resource(
         }
         None => Arc::new(Plan::default()),
     };
+    let plan = if entry.fields.is_empty() {
+        plan
+    } else {
+        let at = format!("spec.resources[{i}]");
+        Arc::new(super::fields::compile(
+            &plan,
+            &entry.fields,
+            &p.positions,
+            &at,
+        )?)
+    };
     if let Some(crd_scope) = &plan.crd_scope {
         let approved = format!("{:?}", entry.scope);
         if *crd_scope != approved {

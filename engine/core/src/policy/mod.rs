@@ -9,6 +9,7 @@
 // Load errors carry every location a user needs to fix the file; they happen once per load,
 // so their size costs nothing worth boxing for.
 
+mod fields;
 pub mod load;
 pub mod model;
 pub mod pin;

@@ -167,6 +167,39 @@ pub struct ResourceEntry {
     /// Which objects cross.
     #[serde(default)]
     pub selector: Option<LabelSelector>,
+    /// Field rules: JSONPath paths with the meaning of a schema annotation.
+    #[serde(default)]
+    pub fields: Vec<FieldRuleEntry>,
+}
+
+/// One entry of a resource's `fields`: a JSONPath and exactly one action, each with the
+/// meaning of the schema annotation of the same name.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FieldRuleEntry {
+    /// An RFC 9535 JSONPath (`$.spec.tls[*].secretName`).
+    pub path: String,
+    /// `x-ferry-namespace`.
+    #[serde(default)]
+    pub namespace: Option<serde_json::Value>,
+    /// `x-ferry-ref` (plus `format` and `produced`).
+    #[serde(default, rename = "ref")]
+    pub reference: Option<serde_json::Value>,
+    /// `x-ferry-selector`.
+    #[serde(default)]
+    pub selector: Option<serde_json::Value>,
+    /// `x-ferry-namespace-selector`.
+    #[serde(default)]
+    pub namespace_selector: Option<serde_json::Value>,
+    /// `x-ferry-text`.
+    #[serde(default)]
+    pub text: Option<serde_json::Value>,
+    /// `x-ferry-owner` (`super`).
+    #[serde(default)]
+    pub owner: Option<serde_json::Value>,
+    /// `x-ferry-drop`.
+    #[serde(default)]
+    pub drop: Option<serde_json::Value>,
 }
 
 /// One entry of `spec.transforms`.

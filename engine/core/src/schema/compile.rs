@@ -32,6 +32,8 @@ const REF_KEYS: &[&str] = &[
     "nameField",
     "namespaceField",
     "passthrough",
+    "format",
+    "produced",
 ];
 
 /// Deepest schema nesting followed; recursive schemas stop here.
@@ -383,3 +385,5 @@ fn shape_of(schema: &Schema) -> Shape {
 
 mod checks;
 mod rules;
+
+pub use rules::parse_ref;

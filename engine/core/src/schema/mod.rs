@@ -91,12 +91,52 @@ pub struct RefRule {
     pub api_version_default: Option<String>,
     /// The schema `default` of `kind_field`, which an absent field takes.
     pub kind_default: Option<String>,
+    /// How a string reference writes its target.
+    pub format: RefFormat,
+    /// The target is produced in the super cluster for the referrer and flows up.
+    pub produced: bool,
+}
+
+/// Splits a `namespacedName` reference into its namespace (if any) and name; `None` when it
+/// is neither `name` nor `namespace/name`.
+pub fn split_namespaced_name(text: &str) -> Option<(Option<&str>, &str)> {
+    match text.split_once('/') {
+        None => Some((None, text)),
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Some((Some(ns), name))
+        }
+        Some(_) => None,
+    }
+}
+
+/// How a string reference writes its target (`format` in `x-ferry-ref` or a field rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RefFormat {
+    /// The string is the name.
+    #[default]
+    Name,
+    /// The string is `name` or `namespace/name` (as ingress-nginx annotations write them).
+    NamespacedName,
 }
 
 impl RefRule {
-    /// The sibling field holding a namespace, for a reference on a string.
+    /// The sibling field holding a namespace, for a reference on a string (or on a field of
+    /// unknown type, as a field rule's: its namespace field is then mapped and guarded
+    /// whether or not the reference is set).
     pub fn sibling_namespace(&self) -> Option<&str> {
-        self.namespace_field.as_deref().filter(|_| self.on_string)
+        self.namespace_field.as_deref().filter(|_| !self.on_object)
+    }
+
+    /// A `namespacedName` reference read as a reference object `{name, namespace}`.
+    pub fn as_object(&self) -> RefRule {
+        RefRule {
+            name_field: "name".into(),
+            namespace_field: Some("namespace".into()),
+            on_string: false,
+            on_object: true,
+            format: RefFormat::Name,
+            ..self.clone()
+        }
     }
 
     /// The field holding the target's namespace: the declared `namespaceField`, or on a
@@ -178,6 +218,19 @@ impl Rule {
             Rule::Drop => "x-ferry-drop",
         }
     }
+
+    /// The field rule action of the same meaning, as a policy's `fields` writes it.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Rule::Namespace => "namespace",
+            Rule::Ref(_) => "ref",
+            Rule::Selector => "selector",
+            Rule::NamespaceSelector => "namespaceSelector",
+            Rule::Text => "text",
+            Rule::OwnerSuper => "owner: super",
+            Rule::Drop => "drop",
+        }
+    }
 }
 
 /// A rule and where it was written.
@@ -187,6 +240,27 @@ pub struct Annotated {
     pub rule: Rule,
     /// `file:line:column` of the annotation.
     pub origin: Location,
+    /// The JSONPath of the policy's field rule it came from; `None` for a schema annotation.
+    pub jsonpath: Option<String>,
+}
+
+impl Annotated {
+    /// A rule written as a schema annotation at `origin`.
+    pub fn new(rule: Rule, origin: Location) -> Self {
+        Self {
+            rule,
+            origin,
+            jsonpath: None,
+        }
+    }
+
+    /// The rule and where it was written, as `--explain` cites it.
+    pub fn describe(&self) -> String {
+        match &self.jsonpath {
+            None => format!("{} ({})", self.rule.name(), self.origin),
+            Some(path) => format!("field rule {path} {} ({})", self.rule.action(), self.origin),
+        }
+    }
 }
 
 /// One field of the compiled plan and the branches below it that lead to rules.

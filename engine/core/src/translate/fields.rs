@@ -104,7 +104,7 @@ impl<'a> Fields<'a> {
                 path: path.to_string(),
                 before,
                 after,
-                rule: format!("{} ({})", rule.rule.name(), rule.origin),
+                rule: rule.describe(),
             });
         }
     }

@@ -112,6 +112,9 @@ impl<'a> Guard<'a> {
         };
         self.down_metadata(resource, meta)?;
         let root = Path::Root;
+        if let Some(node) = resource.plan.root.fields.get("metadata") {
+            self.metadata_rules(node, meta, &root.key("metadata"))?;
+        }
         self.absent_references(&resource.plan.root, top, &root)?;
         for (key, value) in top {
             if key == "metadata" {
@@ -125,6 +128,29 @@ impl<'a> Guard<'a> {
             }
             let node = resource.plan.root.fields.get(key);
             self.walk(node, value, Some(top), &root.key(key))?;
+        }
+        Ok(())
+    }
+
+    /// The annotations and labels field rules mark (`metadata.annotations['key']`), checked
+    /// like any marked field.
+    fn metadata_rules(
+        &mut self,
+        node: &Node,
+        meta: &Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        for (field, marked) in &node.fields {
+            let Some(Value::Object(map)) = meta.get(field) else {
+                continue;
+            };
+            let field_path = path.key(field);
+            self.absent_references(marked, map, &field_path)?;
+            for (key, rules) in &marked.fields {
+                if let Some(value) = map.get(key) {
+                    self.walk(Some(rules), value, Some(map), &field_path.key(key))?;
+                }
+            }
         }
         Ok(())
     }

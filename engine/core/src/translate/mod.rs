@@ -45,8 +45,7 @@ pub const ANN_TENANT_UID: &str = "ferry.dev/tenant-uid";
 pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
 /// Annotation: the uid of the super object a tenant copy came from.
 pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
-/// The prefix of every key ferry reserves.
-pub const RESERVED_PREFIX: &str = "ferry.dev/";
+pub use crate::naming::RESERVED_PREFIX;
 
 /// `Result` of a translation.
 pub type Result<T, E = Refusal> = std::result::Result<T, E>;

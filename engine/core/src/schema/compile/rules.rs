@@ -8,7 +8,7 @@ use super::{
     properties_of, property_default, Compiler, Shape, EXTENSIONS, KUSTOMIZE_API_VERSION,
     KUSTOMIZE_KIND, KUSTOMIZE_NAME_KEY, REF_KEYS,
 };
-use crate::schema::{Annotated, Node, RefRule, Result, Rule};
+use crate::schema::{Annotated, Node, RefFormat, RefRule, Result, Rule};
 
 impl Compiler<'_> {
     pub(super) fn rules(
@@ -68,10 +68,8 @@ impl Compiler<'_> {
                         format!("{field} is x-ferry-namespace and has a schema default ({default}): when a tenant leaves it out, the super API server fills in the default unmapped, outside the tenant's namespaces; remove the default or have a transform set the field"),
                     ));
                 }
-                node.rules.push(Annotated {
-                    rule: Rule::Namespace,
-                    origin: origin("x-ferry-namespace"),
-                });
+                node.rules
+                    .push(Annotated::new(Rule::Namespace, origin("x-ferry-namespace")));
             }
         }
         for (key, rule) in [
@@ -97,10 +95,7 @@ impl Compiler<'_> {
                     format!("{key} expects a LabelSelector (an object with matchLabels or matchExpressions and no other field); scoping anything else would leave it selecting beside the tenant's scope, or add a matchLabels the schema does not have"),
                 ));
             }
-            node.rules.push(Annotated {
-                rule,
-                origin: origin(key),
-            });
+            node.rules.push(Annotated::new(rule, origin(key)));
         }
         if node.has(|r| matches!(r, Rule::Selector))
             && node.has(|r| matches!(r, Rule::NamespaceSelector))
@@ -114,26 +109,21 @@ impl Compiler<'_> {
         if let Some(v) = ext.get("x-ferry-text") {
             if expect_true("x-ferry-text", v)? {
                 need_shape("x-ferry-text", &[Shape::String])?;
-                node.rules.push(Annotated {
-                    rule: Rule::Text,
-                    origin: origin("x-ferry-text"),
-                });
+                node.rules
+                    .push(Annotated::new(Rule::Text, origin("x-ferry-text")));
             }
         }
         if let Some(v) = ext.get("x-ferry-drop") {
             if expect_true("x-ferry-drop", v)? {
-                node.rules.push(Annotated {
-                    rule: Rule::Drop,
-                    origin: origin("x-ferry-drop"),
-                });
+                node.rules
+                    .push(Annotated::new(Rule::Drop, origin("x-ferry-drop")));
             }
         }
         if let Some(v) = ext.get("x-ferry-owner") {
             match v.as_str() {
-                Some("super") => node.rules.push(Annotated {
-                    rule: Rule::OwnerSuper,
-                    origin: origin("x-ferry-owner"),
-                }),
+                Some("super") => node
+                    .rules
+                    .push(Annotated::new(Rule::OwnerSuper, origin("x-ferry-owner"))),
                 _ => {
                     return Err(self.annotation_error(
                         &format!("{yaml_path}.x-ferry-owner"),
@@ -150,10 +140,8 @@ impl Compiler<'_> {
             rule.on_object = shape == Shape::Object;
             rule.api_version_default = property_default(schema, rule.api_version_field.as_deref());
             rule.kind_default = property_default(schema, rule.kind_field.as_deref());
-            node.rules.push(Annotated {
-                rule: Rule::Ref(rule),
-                origin: origin("x-ferry-ref"),
-            });
+            node.rules
+                .push(Annotated::new(Rule::Ref(rule), origin("x-ferry-ref")));
         } else if ext.contains_key(KUSTOMIZE_KIND) || ext.contains_key(KUSTOMIZE_API_VERSION) {
             let text = |key: &str| ext.get(key).and_then(Value::as_str).map(str::to_string);
             let rule = RefRule {
@@ -168,6 +156,8 @@ impl Compiler<'_> {
                 api_version_default: None,
                 kind_default: None,
                 on_object: shape == Shape::Object,
+                format: RefFormat::Name,
+                produced: false,
             };
             if rule.api_version.is_none() || rule.kind.is_none() {
                 return Err(self.annotation_error(
@@ -178,10 +168,8 @@ impl Compiler<'_> {
                     ),
                 ));
             }
-            node.rules.push(Annotated {
-                rule: Rule::Ref(rule),
-                origin: origin(KUSTOMIZE_KIND),
-            });
+            node.rules
+                .push(Annotated::new(Rule::Ref(rule), origin(KUSTOMIZE_KIND)));
         }
         if node.has(|r| matches!(r, Rule::Drop)) && node.has(|r| matches!(r, Rule::OwnerSuper)) {
             return Err(self.annotation_error(
@@ -195,70 +183,101 @@ impl Compiler<'_> {
     }
 
     pub(super) fn ref_rule(&self, v: &Value, yaml_path: &str, field: &str) -> Result<RefRule> {
-        let err = |m: String| self.annotation_error(yaml_path, field, m);
-        let Value::Object(map) = v else {
-            return Err(err(format!(
-                "x-ferry-ref expects a mapping with keys {}, found {v}",
-                REF_KEYS.join(", ")
-            )));
-        };
-        for key in map.keys() {
-            if !REF_KEYS.contains(&key.as_str()) {
-                return Err(self.annotation_error(
-                    &format!("{yaml_path}.{key}"),
-                    field,
-                    format!(
-                        "unknown x-ferry-ref key {key:?}; expected one of {}",
-                        REF_KEYS.join(", ")
-                    ),
-                ));
-            }
-        }
-        let text = |key: &str| -> Result<Option<String>> {
-            match map.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                Some(other) => Err(self.annotation_error(
-                    &format!("{yaml_path}.{key}"),
-                    field,
-                    format!("x-ferry-ref.{key} expects a non-empty string, found {other}"),
-                )),
-            }
-        };
-        let passthrough = match map.get("passthrough") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(err(format!(
-                    "x-ferry-ref.passthrough expects true or false, found {other}"
-                )))
-            }
-        };
-        let rule = RefRule {
-            api_version: text("apiVersion")?,
-            kind: text("kind")?,
-            api_version_field: text("apiVersionField")?,
-            kind_field: text("kindField")?,
-            name_field: text("nameField")?.unwrap_or_else(|| "name".into()),
-            namespace_field: text("namespaceField")?,
-            passthrough,
-            on_string: false,
-            api_version_default: None,
-            kind_default: None,
-            on_object: false,
-        };
-        if rule.kind.is_none() && rule.kind_field.is_none() {
-            return Err(err(
-                "x-ferry-ref needs kind or kindField (which kind of object does it point at?)"
-                    .into(),
-            ));
-        }
-        if rule.api_version.is_none() && rule.api_version_field.is_none() {
-            return Err(err(
-                "x-ferry-ref needs apiVersion or apiVersionField (use \"v1\" for core kinds)"
-                    .into(),
-            ));
-        }
-        Ok(rule)
+        parse_ref(v, "x-ferry-ref").map_err(|(key, message)| {
+            let at = match key {
+                Some(key) => format!("{yaml_path}.{key}"),
+                None => yaml_path.to_string(),
+            };
+            self.annotation_error(&at, field, message)
+        })
     }
+}
+
+/// Reads a reference rule (`x-ferry-ref`, or a field rule's `ref`, called `what` in messages);
+/// an error names the key it is about, if any, and what was expected.
+pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<String>, String)> {
+    let Value::Object(map) = v else {
+        return Err((
+            None,
+            format!(
+                "{what} expects a mapping with keys {}, found {v}",
+                REF_KEYS.join(", ")
+            ),
+        ));
+    };
+    if let Some(key) = map.keys().find(|k| !REF_KEYS.contains(&k.as_str())) {
+        return Err((
+            Some(key.clone()),
+            format!(
+                "unknown {what} key {key:?}; expected one of {}",
+                REF_KEYS.join(", ")
+            ),
+        ));
+    }
+    let text = |key: &str| match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(other) => Err((
+            Some(key.to_string()),
+            format!("{what}.{key} expects a non-empty string, found {other}"),
+        )),
+    };
+    let flag = |key: &str| match map.get(key) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err((
+            Some(key.to_string()),
+            format!("{what}.{key} expects true or false, found {other}"),
+        )),
+    };
+    let format = match text("format")?.as_deref() {
+        None | Some("name") => RefFormat::Name,
+        Some("namespacedName") => RefFormat::NamespacedName,
+        Some(other) => {
+            return Err((
+                Some("format".into()),
+                format!("{what}.format expects name or namespacedName, found {other:?}"),
+            ))
+        }
+    };
+    let rule = RefRule {
+        api_version: text("apiVersion")?,
+        kind: text("kind")?,
+        api_version_field: text("apiVersionField")?,
+        kind_field: text("kindField")?,
+        name_field: text("nameField")?.unwrap_or_else(|| "name".into()),
+        namespace_field: text("namespaceField")?,
+        passthrough: flag("passthrough")?,
+        on_string: false,
+        api_version_default: None,
+        kind_default: None,
+        on_object: false,
+        format,
+        produced: flag("produced")?,
+    };
+    if rule.kind.is_none() && rule.kind_field.is_none() {
+        return Err((
+            None,
+            format!("{what} needs kind or kindField (which kind of object does it point at?)"),
+        ));
+    }
+    if rule.api_version.is_none() && rule.api_version_field.is_none() {
+        return Err((
+            None,
+            format!("{what} needs apiVersion or apiVersionField (use \"v1\" for core kinds)"),
+        ));
+    }
+    if format == RefFormat::NamespacedName
+        && (rule.api_version.is_none()
+            || rule.kind.is_none()
+            || rule.api_version_field.is_some()
+            || rule.kind_field.is_some()
+            || rule.namespace_field.is_some())
+    {
+        return Err((
+            Some("format".into()),
+            format!("{what}.format namespacedName reads the namespace from the string itself: it takes a fixed apiVersion and kind, and no apiVersionField, kindField or namespaceField"),
+        ));
+    }
+    Ok(rule)
 }

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{Fields, Way};
 use crate::naming::dns_subdomain_problem;
 use crate::policy::{Direction, Scope};
-use crate::schema::{Annotated, Node, RefRule, Rule};
+use crate::schema::{split_namespaced_name, Annotated, Node, RefFormat, RefRule, Rule};
 use crate::translate::path::Path;
 use crate::translate::{Change, Reason, Reference, Refusal, Result};
 
@@ -95,6 +95,9 @@ impl Fields<'_> {
         // they name the object's own fields.
         match value {
             Value::Null => Ok(()),
+            Value::String(_) if rule.format == RefFormat::NamespacedName => {
+                self.namespaced_name(annotated, rule, value, path)
+            }
             Value::String(name) => {
                 let name = name.clone();
                 let ns_key = rule.namespace_key(false);
@@ -138,6 +141,56 @@ impl Fields<'_> {
                 format!("{path}: expected a reference (a name or an object), found {other}"),
             )),
         }
+    }
+
+    /// A `namespacedName` reference (`name` or `namespace/name`): read as the reference
+    /// object `{name, namespace}`, written back as text; explained as one change.
+    fn namespaced_name(
+        &mut self,
+        annotated: &Annotated,
+        rule: &RefRule,
+        value: &mut Value,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let Value::String(text) = value else {
+            return Ok(());
+        };
+        if text.is_empty() {
+            return Ok(());
+        }
+        let Some((namespace, name)) = split_namespaced_name(text) else {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}: expected name or namespace/name, found {text:?}"),
+            ));
+        };
+        let mut object = Map::new();
+        object.insert("name".into(), Value::String(name.to_string()));
+        if let Some(ns) = namespace {
+            object.insert("namespace".into(), Value::String(ns.to_string()));
+        }
+        let before = text.clone();
+        // The parts' own explanations are replaced by one for the whole value.
+        let changes = self.changes.take();
+        let mut object = Value::Object(object);
+        let result = self.reference(annotated, &rule.as_object(), &mut object, None, path);
+        self.changes = changes;
+        result?;
+        let part = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or_default();
+        let after = match part("namespace") {
+            "" => part("name").to_string(),
+            ns => format!("{ns}/{}", part("name")),
+        };
+        if after != before {
+            self.record(
+                path,
+                Some(Value::String(before)),
+                Some(Value::String(after.clone())),
+                annotated,
+            );
+            *value = Value::String(after);
+        }
+        Ok(())
     }
 
     /// Maps or unmaps the namespace field `key` of a reference, found in `fields`.

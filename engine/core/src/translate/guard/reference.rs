@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{optional_str, shown, slash, Guard};
 use crate::naming::{dns_label_problem, dns_subdomain_problem, is_system_namespace};
 use crate::policy::{Direction, Resource, Scope};
-use crate::schema::RefRule;
+use crate::schema::{split_namespaced_name, RefFormat, RefRule};
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
 
@@ -32,6 +32,23 @@ impl Guard<'_> {
                 Reason::Invalid,
                 format!("{path}: expected {expected}, found {}", shown(value)),
             ));
+        }
+        if let (RefFormat::NamespacedName, Value::String(text)) = (rule.format, value) {
+            if text.is_empty() {
+                return Ok(());
+            }
+            let Some((namespace, name)) = split_namespaced_name(text) else {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{path}: expected name or namespace/name, found {text:?}"),
+                ));
+            };
+            let mut object = Map::new();
+            object.insert("name".into(), Value::String(name.to_string()));
+            if let Some(ns) = namespace {
+                object.insert("namespace".into(), Value::String(ns.to_string()));
+            }
+            return self.reference(&rule.as_object(), &Value::Object(object), None, path);
         }
         let (fields, name, ns_key, name_path) = match value {
             Value::Null => return Ok(()),

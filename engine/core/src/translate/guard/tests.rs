@@ -295,6 +295,97 @@ proptest! {
     }
 }
 
+/// A well-typed value of spec field `field` (as the schema declares it), hostile in content.
+fn typed(field: &str) -> BoxedStrategy<Value> {
+    let reference =
+        (namespace(), namespace()).prop_map(|(name, ns)| json!({"name": name, "namespace": ns}));
+    match field {
+        "allowedNamespaces" => proptest::collection::vec(namespace().prop_map(Value::String), 0..3)
+            .prop_map(Value::Array)
+            .boxed(),
+        "restoreFrom" | "shelfRef" => reference.boxed(),
+        "sources" => proptest::collection::vec(reference, 0..3)
+            .prop_map(Value::Array)
+            .boxed(),
+        "podSelector" => labels().prop_map(|l| json!({"matchLabels": l})).boxed(),
+        "template" => labels()
+            .prop_map(|l| json!({"metadata": {"labels": l}}))
+            .boxed(),
+        _ => namespace().prop_map(Value::String).boxed(),
+    }
+}
+
+/// A well-typed hostile spec.
+fn typed_spec() -> impl Strategy<Value = Value> {
+    proptest::collection::vec(
+        (0..FIELDS.len()).prop_flat_map(|i| (Just(i), typed(FIELDS[i]))),
+        0..6,
+    )
+    .prop_map(|fields| {
+        Value::Object(
+            fields
+                .into_iter()
+                .map(|(i, v)| (FIELDS[i].to_string(), v))
+                .collect(),
+        )
+    })
+}
+
+/// The outcome of a translation, with the kind (the only difference) set to `Widget`.
+fn outcome(
+    result: crate::translate::Result<crate::translate::Translated>,
+) -> Result<Value, String> {
+    match result {
+        Ok(mut t) => {
+            t.object["kind"] = json!("Widget");
+            Ok(t.object)
+        }
+        Err(e) => Err(e.reason.to_string()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Field rules mean exactly what the schema annotations of the same name mean: Gauge
+    /// carries Widget's annotations as field rules, and every object translates alike, down
+    /// and up; whatever goes down is also safe by the oracle.
+    #[test]
+    fn field_rules_translate_like_schema_annotations(
+        ns in namespace(),
+        labels in labels(),
+        spec in typed_spec(),
+        status_ns in namespace(),
+        listed in proptest::collection::vec(namespace(), 0..3),
+    ) {
+        let policy = policy();
+        let names = names();
+        let translator = Translator::new(&policy, None);
+        let widget_obj = widget("w", &ns, labels, spec);
+        let mut gauge_obj = widget_obj.clone();
+        gauge_obj["kind"] = json!("Gauge");
+        let down = outcome(translator.to_super(widget_obj.clone(), &names, false));
+        prop_assert_eq!(&down, &outcome(translator.to_super(gauge_obj, &names, false)), "input {:#}", widget_obj);
+        if let Ok(object) = &down {
+            let v = violations(object);
+            prop_assert!(v.is_empty(), "{v:?}");
+        }
+        let Ok(mut copy) = down else { return Ok(()) };
+        copy["metadata"]["uid"] = json!("u-1");
+        copy["metadata"]["annotations"]["ferry.dev/tenant-uid"] = json!("t-1");
+        copy["spec"]["endpoint"] = json!("db.internal:5432");
+        copy["status"] = json!({
+            "phase": "Ready",
+            "namespace": status_ns,
+            "namespaces": listed.iter().map(|n| json!({"namespace": n, "ready": true})).collect::<Vec<_>>(),
+        });
+        let mut gauge_copy = copy.clone();
+        gauge_copy["kind"] = json!("Gauge");
+        let up = outcome(translator.to_tenant(&copy, &names, false));
+        prop_assert_eq!(&up, &outcome(translator.to_tenant(&gauge_copy, &names, false)), "copy {:#}", copy);
+    }
+}
+
 #[test]
 fn the_oracle_sees_what_the_guard_must_refuse() {
     // The oracle is the test's measure: it must flag each class of attack.

@@ -1,0 +1,434 @@
+//! Field rules: a resource's `fields`, RFC 9535 JSONPath paths each with one action of the
+//! same meaning as the schema annotation of that name. They are compiled into the kind's
+//! plan, after its annotations, so translation up and down, `--explain`, `ferry rbac` and
+//! the guard treat them exactly as annotations.
+//!
+//! A rule marks a field of every object of the kind, as an annotation marks a schema node.
+//! So a path may name fields (`.a`, `['a']`, `['a','b']`) and every element or member
+//! (`[*]`, `.*`); selectors that choose by position (`[0]`, `[1:]`), by value (`[?...]`) or at
+//! any depth (`..`) are refused: whether a field is rewritten would then depend on the data
+//! a tenant writes, and the guard could not know which rule a field is under.
+
+use jsonpath_rust::parser::model::{Segment, Selector};
+use serde_json::Value;
+
+use super::model::FieldRuleEntry;
+use super::{Error, Result};
+use crate::locate::{Location, Positions};
+use crate::naming::RESERVED_PREFIX;
+use crate::schema::{compile::parse_ref, Annotated, Node, Plan, RefFormat, Rule};
+
+/// The actions a rule may have, in the order messages list them.
+const ACTIONS: [&str; 7] = [
+    "namespace",
+    "ref",
+    "selector",
+    "namespaceSelector",
+    "text",
+    "owner",
+    "drop",
+];
+
+/// One step of a compiled path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// A named member.
+    Name(String),
+    /// Every element of a list or member of an object.
+    Any,
+}
+
+/// `plan` with `entries`, the `fields` of the resource at `resource` (`spec.resources[0]`),
+/// added.
+pub fn compile(
+    plan: &Plan,
+    entries: &[FieldRuleEntry],
+    positions: &Positions,
+    resource: &str,
+) -> Result<Plan> {
+    let mut plan = plan.clone();
+    for (j, entry) in entries.iter().enumerate() {
+        let at = |j: usize, key: &str| {
+            let entry = format!("{resource}.fields[{j}]");
+            positions.at(&if key.is_empty() {
+                entry
+            } else {
+                format!("{entry}.{key}")
+            })
+        };
+        let invalid = |key: &str, message: String| Error::Invalid {
+            at: at(j, key),
+            message: format!("{resource}.fields[{j}]: {message}"),
+        };
+        let rule = action(entry).map_err(|(key, message)| invalid(&key, message))?;
+        let paths = steps(&entry.path).map_err(|m| invalid("path", m))?;
+        for path in &paths {
+            allowed(path, &rule).map_err(|m| invalid("path", m))?;
+        }
+        let removes = matches!(rule, Rule::Drop | Rule::OwnerSuper);
+        if removes && paths.iter().flatten().any(|s| *s == Step::Any) {
+            return Err(invalid(
+                "path",
+                format!(
+                    "{} is not supported inside lists and maps ([*]): it would need merging element by element on the way up; put it on the whole field",
+                    rule.action()
+                ),
+            ));
+        }
+        let annotated = Annotated {
+            rule,
+            origin: at(j, "path"),
+            jsonpath: Some(entry.path.clone()),
+        };
+        if annotated.rule == Rule::Text {
+            plan.has_text = true;
+        }
+        for path in &paths {
+            insert(&mut plan.root, path, &annotated).map_err(|m| invalid("path", m))?;
+        }
+    }
+    mapped_once(&plan.root, "").map_err(|(at, message)| Error::Invalid { at, message })?;
+    Ok(plan)
+}
+
+fn namespace_rule(node: &Node) -> Option<&Annotated> {
+    node.rules.iter().find(|a| a.rule == Rule::Namespace)
+}
+
+/// A namespace is mapped once: a field rule's `namespace` on the namespace field of a
+/// reference (its own field, or a string reference's sibling), or a namespace field shared
+/// by two references, where either is a field rule, would map it twice.
+fn mapped_once(node: &Node, path: &str) -> std::result::Result<(), (Location, String)> {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    let mut siblings: Vec<(&str, &Annotated)> = Vec::new();
+    for (key, child) in &node.fields {
+        for annotated in &child.rules {
+            let Rule::Ref(r) = &annotated.rule else {
+                continue;
+            };
+            // Where the reference's namespace may be: beside it, and inside it.
+            let beside = r.sibling_namespace().map(|k| (k, node.fields.get(k)));
+            let inside = (!r.on_string)
+                .then(|| r.namespace_key(true))
+                .flatten()
+                .map(|k| (k, child.fields.get(k)));
+            for (ns_key, ns_node) in beside.into_iter().chain(inside) {
+                if let Some(ns) = ns_node.and_then(namespace_rule) {
+                    if ns.jsonpath.is_some() || annotated.jsonpath.is_some() {
+                        return Err((
+                            ns.origin.clone(),
+                            format!(
+                                "{}: namespace on the namespace field {ns_key:?} of the reference {} would map it twice; the reference maps it already",
+                                join(key), annotated.describe()
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(ns_key) = r.sibling_namespace() {
+                if let Some((_, first)) = siblings.iter().find(|(k, _)| *k == ns_key) {
+                    if first.jsonpath.is_some() || annotated.jsonpath.is_some() {
+                        return Err((
+                            annotated.origin.clone(),
+                            format!(
+                                "{}: {ns_key} is the namespaceField of two references (also {}); it would be mapped twice",
+                                join(key), first.describe()
+                            ),
+                        ));
+                    }
+                }
+                siblings.push((ns_key, annotated));
+            }
+        }
+        mapped_once(child, &join(key))?;
+    }
+    for (inner, suffix) in [(&node.items, "[*]"), (&node.values, ".*")] {
+        if let Some(inner) = inner {
+            mapped_once(inner, &format!("{path}{suffix}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The one action of `entry`, or the key at fault and why.
+fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)> {
+    let given: Vec<(&str, &Value)> = [
+        ("namespace", &entry.namespace),
+        ("ref", &entry.reference),
+        ("selector", &entry.selector),
+        ("namespaceSelector", &entry.namespace_selector),
+        ("text", &entry.text),
+        ("owner", &entry.owner),
+        ("drop", &entry.drop),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+    .collect();
+    let (key, value) = match given.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err((
+                String::new(),
+                format!("a rule needs one action, one of {}", ACTIONS.join(", ")),
+            ))
+        }
+        [_, second, ..] => {
+            let names: Vec<_> = given.iter().map(|(k, _)| *k).collect();
+            return Err((
+                second.0.to_string(),
+                format!(
+                    "one rule, one action: found {} (write one rule for each)",
+                    names.join(" and ")
+                ),
+            ));
+        }
+    };
+    let expect_true = |rule: Rule| match value {
+        Value::Bool(true) => Ok(rule),
+        other => Err((
+            key.to_string(),
+            format!("{key}: expected true, found {other} (leave the rule out instead)"),
+        )),
+    };
+    match key {
+        "namespace" => expect_true(Rule::Namespace),
+        "selector" => expect_true(Rule::Selector),
+        "namespaceSelector" => expect_true(Rule::NamespaceSelector),
+        "text" => expect_true(Rule::Text),
+        "drop" => expect_true(Rule::Drop),
+        "owner" => match value.as_str() {
+            Some("super") => Ok(Rule::OwnerSuper),
+            _ => Err((
+                key.to_string(),
+                format!("owner: expected \"super\", found {value}"),
+            )),
+        },
+        _ => {
+            let mut rule = parse_ref(value, "ref").map_err(|(sub, message)| {
+                (
+                    sub.map_or_else(|| "ref".to_string(), |k| format!("ref.{k}")),
+                    message,
+                )
+            })?;
+            // A field rule knows nothing of the field's type: a reference with a name field
+            // or a namespace field beside it is an object's or a string's as the value is.
+            rule.on_string = false;
+            rule.on_object = false;
+            Ok(Rule::Ref(rule))
+        }
+    }
+}
+
+/// The paths `path` selects, as steps; why it cannot be a field rule's path.
+fn steps(path: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
+    let query = jsonpath_rust::parser::parse_json_path(path).map_err(|e| {
+        format!(
+            "path: {path:?} is not an RFC 9535 JSONPath: {}",
+            parse_error(&e.to_string())
+        )
+    })?;
+    let mut out = vec![Vec::new()];
+    for segment in &query.segments {
+        let selectors: Vec<&Selector> = match segment {
+            Segment::Selector(s) => vec![s],
+            Segment::Selectors(s) => s.iter().collect(),
+            Segment::Descendant(_) => {
+                return Err(format!(
+                    "path {path:?}: `..` selects fields at any depth; a field rule names the fields it marks (use [*] for every element)"
+                ))
+            }
+        };
+        let mut next = Vec::new();
+        for prefix in &out {
+            for selector in &selectors {
+                let step = match selector {
+                    Selector::Name(name) => Step::Name(name.clone()),
+                    Selector::Wildcard => Step::Any,
+                    Selector::Index(_) | Selector::Slice(..) => return Err(format!(
+                        "path {path:?}: {selector} selects elements by position; a rule marks a field of every object alike (use [*] for every element)"
+                    )),
+                    Selector::Filter(_) => return Err(format!(
+                        "path {path:?}: a filter selects by value, which the tenant writes; a rule marks a field of every object alike (use [*] for every element)"
+                    )),
+                };
+                let mut path = prefix.clone();
+                path.push(step);
+                next.push(path);
+            }
+        }
+        out = next;
+    }
+    Ok(out)
+}
+
+/// A parser's multi-line error as one line: `at character N: expected X`.
+fn parse_error(text: &str) -> String {
+    let column = text
+        .split_once("-->")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|at| at.split_once(':'))
+        .map(|(_, column)| column.to_string());
+    let expected = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("= "))
+        .map(str::to_string);
+    match (column, expected) {
+        (Some(column), Some(expected)) => format!("at character {column}: {expected}"),
+        _ => text.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
+/// Why a rule may not stand at `path`.
+fn allowed(path: &[Step], rule: &Rule) -> std::result::Result<(), String> {
+    let shown = show(path);
+    if let Some(Step::Name(key)) = path
+        .iter()
+        .find(|s| matches!(s, Step::Name(n) if n.starts_with(RESERVED_PREFIX)))
+    {
+        return Err(format!(
+            "{shown}: keys under {RESERVED_PREFIX} are ferry's ({key:?}); a rule cannot touch them"
+        ));
+    }
+    match path {
+        [] => Err("path $ is the whole object; name the field the rule marks".into()),
+        [Step::Any, ..] => Err(format!(
+            "{shown}: a rule at the top level names its field (a wildcard would take in apiVersion, kind and metadata)"
+        )),
+        [Step::Name(top), ..] if top == "apiVersion" || top == "kind" => Err(format!(
+            "{shown}: apiVersion and kind are the object's type, not a field a rule rewrites"
+        )),
+        [Step::Name(top), rest @ ..] if top == "metadata" => match rest {
+            [Step::Name(field), ..] if field == "name" || field == "namespace" => Err(format!(
+                "{shown}: metadata.name and metadata.namespace are ferry's to map; a rule cannot touch them"
+            )),
+            [Step::Name(field), Step::Name(_)] if field == "annotations" || field == "labels" => {
+                if *rule == Rule::OwnerSuper {
+                    return Err(format!(
+                        "{shown}: owner: super flows a field up, and only status and spec fields flow up (metadata is ferry's)"
+                    ));
+                }
+                Ok(())
+            }
+            _ => Err(format!(
+                "{shown}: under metadata a rule names one annotation or label (metadata.annotations['key'])"
+            )),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Adds `rule` at `path` below `node`. A wildcard over an object's members marks the named
+/// ones too (in a plan, `values` covers only the members `fields` does not name).
+fn insert(node: &mut Node, path: &[Step], rule: &Annotated) -> std::result::Result<(), String> {
+    match path.split_first() {
+        None => add(node, rule),
+        Some((Step::Name(name), rest)) => {
+            if !node.fields.contains_key(name) {
+                let seeded = node.values.as_deref().map(field_rules).unwrap_or_default();
+                node.fields.insert(name.clone(), seeded);
+            }
+            insert(node.fields.get_mut(name).expect("inserted"), rest, rule)
+        }
+        Some((Step::Any, rest)) => {
+            insert(node.items.get_or_insert_with(Default::default), rest, rule)?;
+            insert(node.values.get_or_insert_with(Default::default), rest, rule)?;
+            for child in node.fields.values_mut() {
+                insert(child, rest, rule)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `rule` on `node`: once (a rule the schema already gives the field is not applied twice),
+/// and never beside its contradiction.
+fn add(node: &mut Node, rule: &Annotated) -> std::result::Result<(), String> {
+    if node.rules.iter().any(|r| r.rule == rule.rule) {
+        return Ok(());
+    }
+    let (drop, owner) = (
+        |r: &Rule| matches!(r, Rule::Drop),
+        |r: &Rule| matches!(r, Rule::OwnerSuper),
+    );
+    if (drop(&rule.rule) && node.has(owner)) || (owner(&rule.rule) && node.has(drop)) {
+        let other = node
+            .rules
+            .iter()
+            .find(|r| drop(&r.rule) || owner(&r.rule))
+            .map(Annotated::describe)
+            .unwrap_or_default();
+        return Err(format!(
+            "drop and owner: super contradict each other (one keeps the field in the tenant, the other in the super cluster); the field already has {other}"
+        ));
+    }
+    if let Rule::Ref(r) = &rule.rule {
+        if r.format == RefFormat::NamespacedName && node.has(|x| matches!(x, Rule::Namespace)) {
+            return Err(
+                "a namespacedName reference maps its own namespace; the field is also a namespace"
+                    .into(),
+            );
+        }
+    }
+    node.rules.push(rule.clone());
+    Ok(())
+}
+
+/// The part of `node` that field rules put there (to seed a member a later rule names).
+fn field_rules(node: &Node) -> Node {
+    Node {
+        rules: node
+            .rules
+            .iter()
+            .filter(|r| r.jsonpath.is_some())
+            .cloned()
+            .collect(),
+        fields: node
+            .fields
+            .iter()
+            .map(|(k, v)| (k.clone(), field_rules(v)))
+            .filter(|(_, v)| !v.is_empty())
+            .collect(),
+        items: node
+            .items
+            .as_deref()
+            .map(field_rules)
+            .filter(|n| !n.is_empty())
+            .map(Box::new),
+        values: node
+            .values
+            .as_deref()
+            .map(field_rules)
+            .filter(|n| !n.is_empty())
+            .map(Box::new),
+    }
+}
+
+/// A compiled path as messages show it (`$.spec.tls[*].secretName`).
+fn show(path: &[Step]) -> String {
+    let mut out = String::from("$");
+    for step in path {
+        match step {
+            Step::Any => out.push_str("[*]"),
+            Step::Name(n)
+                if !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                out.push('.');
+                out.push_str(n);
+            }
+            Step::Name(n) => out.push_str(&format!("[{n:?}]")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
