@@ -34,7 +34,7 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
         // in them, so unannotated namespace-like fields are no mistake there.
         let suspicious = match resource.direction {
             Direction::ToSuper => resource.plan.suspicious.as_slice(),
-            Direction::FromSuper => &[],
+            Direction::FromSuper | Direction::Produced => &[],
         };
         for (field, at) in suspicious {
             out.push(Finding {
@@ -62,7 +62,15 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
                 continue;
             };
             let group = group_of(api);
-            if policy.resource(group, kind).is_none() {
+            if r.produced && policy.produced(group, kind).is_none() {
+                out.push(Finding {
+                    at: annotated.origin.to_string(),
+                    message: format!(
+                        "{}: {path} refers to a produced {kind} ({api}), which the policy does not approve produced: true: every object that sets it will be refused",
+                        resource.group_kind
+                    ),
+                });
+            } else if !r.produced && policy.resource(group, kind).is_none() {
                 out.push(Finding {
                     at: annotated.origin.to_string(),
                     message: format!(

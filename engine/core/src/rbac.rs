@@ -133,7 +133,8 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
                     tenant_side.allow(group, &name, &["update", "patch"]);
                 }
             }
-            Direction::FromSuper => {
+            // Public and produced objects are read in the super cluster, copied into tenants.
+            Direction::FromSuper | Direction::Produced => {
                 super_side.allow(group, &name, READ);
                 tenant_side.allow(group, &name, WRITE);
             }

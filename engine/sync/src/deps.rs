@@ -1,8 +1,9 @@
 //! Dependencies: which of a tenant's objects of `dependency: true` kinds its other objects
-//! reference. A dependency goes down while referenced and is collected when no longer; a
-//! change of who references it queues it.
+//! reference, and which produced objects they name. A dependency goes down while referenced
+//! and is collected when no longer, a produced object's copy comes up while named; a change
+//! of who references it queues it.
 
-use ferry_core::policy::Scope;
+use ferry_core::policy::{Direction, Scope};
 use ferry_core::translate::{Reference, Translator};
 use serde_json::Value;
 
@@ -25,9 +26,16 @@ pub fn set(shared: &Shared, tenant: &TenantState, key: &Key, references: &[Refer
         .iter()
         .filter_map(|r| {
             let idx = policy.resources.iter().position(|p| {
-                p.dependency && p.group_kind.group == r.group && p.group_kind.kind == r.kind
+                let wanted = match r.produced {
+                    true => p.direction == Direction::Produced,
+                    false => p.dependency,
+                };
+                wanted && p.group_kind.group == r.group && p.group_kind.kind == r.kind
             })?;
-            let namespace = if policy.resources[idx].scope == Scope::Cluster {
+            // What is produced for an object is in its own (super) namespace.
+            let namespace = if r.produced {
+                &key.namespace
+            } else if policy.resources[idx].scope == Scope::Cluster {
                 ""
             } else if r.namespace.is_empty() {
                 &key.namespace

@@ -5,6 +5,7 @@
 //!  toSuper:   tenant object ─to_super─▶ desired copy ─decide::to_super─▶ apply / delete / recreate
 //!             super copy ─to_tenant─▶ status + super-owned fields ─decide::up─▶ tenant apply
 //!  fromSuper: super object ─to_tenant─▶ desired tenant copy ─decide::public_copy─▶ create / replace / delete
+//!  produced:  super object + what names or owns it ─to_tenant─▶ tenant copy ─decide::public_copy─▶ ...
 //!  Namespace: tenant namespace ─decide::tenant_namespace─▶ super namespace labels / delete
 //! ```
 
@@ -22,6 +23,7 @@ use crate::write;
 
 mod from_super;
 mod namespaces;
+mod produced;
 mod report;
 mod to_super;
 mod up;
@@ -79,6 +81,7 @@ impl<'a> Reconciler<'a> {
                 match resource.direction {
                     Direction::ToSuper => self.to_super(key, idx, resource).await,
                     Direction::FromSuper => self.public_copy(key, idx, resource).await,
+                    Direction::Produced => self.produced(key, idx, resource).await,
                 }
             }
         }
@@ -91,6 +94,17 @@ impl<'a> Reconciler<'a> {
         resource: &Resource,
         object: Value,
         down: bool,
+    ) -> std::result::Result<Translated, Refusal> {
+        self.translate_for(resource, object, down, None).await
+    }
+
+    /// [`Reconciler::translate`] of an object produced for `producer` (`<group>/<Kind>/<name>`).
+    async fn translate_for(
+        &self,
+        resource: &Resource,
+        object: Value,
+        down: bool,
+        producer: Option<String>,
     ) -> std::result::Result<Translated, Refusal> {
         let names = self.tenant.names();
         let view = TenantView::new(
@@ -111,9 +125,12 @@ impl<'a> Reconciler<'a> {
             Vec::new()
         };
         let run = move |policy: &Policy, sandbox: &Sandbox| {
-            let t = Translator::new(policy, Some(sandbox))
+            let mut t = Translator::new(policy, Some(sandbox))
                 .with_published(&view)
                 .with_namespaces(&namespaces);
+            if let Some(producer) = &producer {
+                t = t.with_producer(producer);
+            }
             if down {
                 t.to_super(object, &names, false)
             } else {

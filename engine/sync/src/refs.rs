@@ -1,4 +1,5 @@
-//! Which dependencies (kinds approved with `dependency: true`) are referenced, and by whom.
+//! Which dependencies (kinds approved with `dependency: true`) and produced objects are
+//! referenced, and by whom.
 //! A dependency is synced while at least one synced object references it. Both ends are keys
 //! of the same tenant.
 
@@ -43,6 +44,19 @@ impl RefIndex {
             self.by_referrer.insert(referrer.clone(), targets);
         }
         changed
+    }
+
+    /// What references `target`, in key order.
+    pub fn referrers(&self, target: &Key) -> Vec<Key> {
+        let mut out: Vec<Key> = self
+            .by_target
+            .get(target)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        out.sort();
+        out
     }
 
     /// Whether anything references `target`.

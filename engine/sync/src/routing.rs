@@ -1,29 +1,50 @@
 //! How watch events become keys: a tenant object's change is keyed by where it is; a super
-//! object's change goes to the tenant its ownership metadata names, or to every tenant for a
-//! public object.
+//! object's change goes to the tenant its ownership metadata names, to every tenant for a
+//! public object, to the tenant whose super namespace holds it for a produced one.
 //!
 //! ```text
 //!  super watchers ─▶ route_super (Ownership, or every tenant for fromSuper) ─┐
 //!  tenant watchers ─▶ route_tenant (tenant, kind, namespace, name) ──────────┴▶ Queues
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ferry_core::policy::{Direction, Policy, Scope};
 use serde_json::Value;
 
-use crate::cache::OnChange;
+use crate::cache::{Cache, OnChange};
 use crate::key::{Key, Kind};
 use crate::object::{key_of, Ownership};
 use crate::queue::Queues;
 
-/// Queues what a change of a super object means for tenants.
-pub fn route_super(queues: &Queues, policy: &Policy, kind: Kind, object: &Value) {
+/// Queues what a change of a super object means for tenants. `namespaces` is the super's
+/// cache of ferry's super namespaces (set once its watch starts).
+pub fn route_super(
+    queues: &Queues,
+    policy: &Policy,
+    namespaces: &OnceLock<Arc<Cache>>,
+    kind: Kind,
+    object: &Value,
+) {
     let resource = match kind {
         Kind::Resource(idx) => policy.resources.get(idx),
         Kind::Namespace => None,
     };
     match resource {
+        // Produced for a tenant's object: keyed by the tenant namespace of the super
+        // namespace it is in (ferry's metadata on the namespace, never the object's own).
+        Some(r) if r.direction == Direction::Produced => {
+            let Some((namespace, name)) = key_of(object) else {
+                return;
+            };
+            let owner = namespaces
+                .get()
+                .and_then(|n| n.get("", &namespace))
+                .and_then(|n| Ownership::of(&n).key(Kind::Namespace, false));
+            if let Some(owner) = owner {
+                queues.add(owner.sibling(kind, &owner.name, &name));
+            }
+        }
         Some(r) if r.direction == Direction::FromSuper => {
             let Some((namespace, name)) = key_of(object) else {
                 return;
@@ -42,11 +63,16 @@ pub fn route_super(queues: &Queues, policy: &Policy, kind: Kind, object: &Value)
 }
 
 /// The callbacks of the super cluster's caches.
-pub fn super_router(queues: Arc<Queues>, policy: Arc<Policy>) -> impl Fn(Kind) -> OnChange {
+pub fn super_router(
+    queues: Arc<Queues>,
+    policy: Arc<Policy>,
+    namespaces: Arc<OnceLock<Arc<Cache>>>,
+) -> impl Fn(Kind) -> OnChange {
     move |kind| {
         let queues = queues.clone();
         let policy = policy.clone();
-        Arc::new(move |object: &Value| route_super(&queues, &policy, kind, object))
+        let namespaces = namespaces.clone();
+        Arc::new(move |object: &Value| route_super(&queues, &policy, &namespaces, kind, object))
     }
 }
 

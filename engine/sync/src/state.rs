@@ -203,6 +203,16 @@ impl Shared {
                         let namespaced = resource.scope == Scope::Namespaced;
                         self.resync_owned(name, &s.caches[idx], kind, namespaced);
                     }
+                    // Produced objects in this tenant's super namespaces.
+                    Direction::Produced => {
+                        let names = tenant.names();
+                        for (ns, n) in s.caches[idx].keys() {
+                            if let Some(tenant_ns) = names.to_tenant(&ns) {
+                                self.queues
+                                    .add_background(Key::new(name, kind, &tenant_ns, &n));
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -234,7 +244,7 @@ pub struct TenantState {
     /// Writes into the tenant.
     pub writer: Writer,
     /// The tenant's caches, one per policy entry: every object of toSuper kinds, ferry's
-    /// copies (label `ferry.dev/from-super=true`) of fromSuper kinds.
+    /// copies (label `ferry.dev/from-super=true`) of fromSuper and produced kinds.
     pub caches: Vec<Arc<Cache>>,
     /// The tenant's namespaces.
     pub namespaces: Arc<Cache>,
@@ -276,7 +286,9 @@ impl TenantState {
                 // Never ferry's own copies: for a kind approved both ways they are the
                 // fromSuper entry's, and they never go down.
                 Direction::ToSuper => Some(format!("{LABEL_FROM_SUPER}!=true")),
-                Direction::FromSuper => Some(format!("{LABEL_FROM_SUPER}=true")),
+                Direction::FromSuper | Direction::Produced => {
+                    Some(format!("{LABEL_FROM_SUPER}=true"))
+                }
             },
             |_| None,
             None,

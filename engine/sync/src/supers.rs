@@ -5,7 +5,7 @@
 //!  Super × n (config order) ── caches (copies, public objects) ── namespaces ── Writer
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ferry_core::config::SuperConfig;
 use ferry_core::policy::{Direction, Policy};
@@ -28,7 +28,8 @@ pub struct Super {
     /// Writes into it.
     pub writer: Writer,
     /// Its caches, one per policy entry: ferry's copies (label `ferry.dev/tenant`) for
-    /// toSuper kinds, the selected objects for fromSuper kinds.
+    /// toSuper kinds, the selected objects for fromSuper kinds, every object but ferry's
+    /// copies for produced kinds.
     pub caches: Vec<Arc<Cache>>,
     /// The super namespaces ferry owns there.
     pub namespaces: Arc<Cache>,
@@ -55,6 +56,9 @@ impl Super {
     ) -> Self {
         // The super side watches ferry's copies (toSuper), the selected objects (fromSuper) and
         // ferry's namespaces; a change is routed by the ownership metadata it carries.
+        // Produced objects are routed by the super namespace they are in, read from the
+        // namespace cache made below.
+        let namespaces = Arc::new(OnceLock::new());
         let watched = watch_all(
             &clients.watch,
             policy,
@@ -62,6 +66,8 @@ impl Super {
             |resource| match resource.direction {
                 Direction::ToSuper => Some(LABEL_TENANT.to_string()),
                 Direction::FromSuper => Some(crate::public::selector(resource)),
+                // Never ferry's own copies.
+                Direction::Produced => Some(format!("!{LABEL_TENANT}")),
             },
             // ferry's copies, once checked, are held as what flows up.
             |idx| {
@@ -74,8 +80,9 @@ impl Super {
                 })
             },
             Some(LABEL_TENANT.to_string()),
-            super_router(queues, policy.clone()),
+            super_router(queues, policy.clone(), namespaces.clone()),
         );
+        let _ = namespaces.set(watched.namespaces.clone());
         Self {
             name: config.name.as_str().into(),
             writer: Writer::new(clients.requests, &config.name, metrics, leader),

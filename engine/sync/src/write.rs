@@ -200,6 +200,18 @@ impl Writer {
         Ok(found.map(|o| value(o, resource)))
     }
 
+    /// Whether any object of `resource` exists, in any namespace (one LIST of at most one; a
+    /// kind not served holds none).
+    pub async fn holds_any(&self, resource: &ApiResource) -> Result<bool> {
+        self.reachable()?;
+        let params = kube::api::ListParams::default().limit(1);
+        match self.answered(self.api(resource, "").list_metadata(&params).await) {
+            Ok(list) => Ok(!list.items.is_empty()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Server-side applies `desired` (field manager `ferry`, forcing conflicts: ferry is the
     /// authority on the fields it sets) if `precondition` holds; a `409 Conflict` otherwise.
     pub async fn apply(

@@ -3,10 +3,12 @@
 //! bound only to the ClusterRoles `ferry rbac --policy policies` prints. Scenarios run one at a
 //! time (each starts its own ferry, and two ferrys on the same tenants would share the work).
 
+mod crds;
 mod faults;
 mod gateway;
 mod isolation;
 mod lifecycle;
+mod produced;
 mod public;
 mod supers;
 mod sync;
@@ -14,6 +16,7 @@ mod sync;
 use gateway::*;
 use isolation::*;
 use lifecycle::*;
+use produced::*;
 use public::*;
 use sync::*;
 
@@ -227,6 +230,13 @@ mod admin_only {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn public_crd() {
+        super::crds::public_crd(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kind_served_later() {
         super::kind_served_later(super::Identity::Admin)
             .await
@@ -274,4 +284,5 @@ scenarios!(
     to_tenant_writes_refused,
     gateway_api_stays_in_tenant,
     shared_gateway_both_ways,
+    produced_objects_flow_up,
 );

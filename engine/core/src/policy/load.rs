@@ -5,13 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use super::model::{Direction, LabelSelector, PolicyFile, Scope};
-use super::{Error, GroupKind, Policy, Resource, Result, Transform, DEFAULT_PUBLIC_LABEL};
+use super::{Error, GroupKind, Policy, Resource, Result, DEFAULT_PUBLIC_LABEL};
 use crate::locate::{Location, Positions};
-use crate::naming::hex;
-use crate::sandbox::{script, Script};
 use crate::schema::{Plan, PlanCache};
 
 /// The only apiVersion and kind of a policy file.
@@ -89,36 +85,69 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
         ..Policy::default()
     };
     for p in &parsed {
-        load_transforms(p, options, &mut policy)?;
+        super::scripts::load_transforms(
+            &p.file,
+            &p.positions,
+            &p.doc.spec.transforms,
+            options,
+            &mut policy,
+        )?;
     }
-    let mut first_seen: BTreeMap<(GroupKind, bool), Location> = BTreeMap::new();
+    let mut first_seen: BTreeMap<(GroupKind, String), Location> = BTreeMap::new();
     for p in &parsed {
         for (i, entry) in p.doc.spec.resources.iter().enumerate() {
             let resource = load_resource(p, i, entry, options, &policy)?;
-            // One kind may be approved both ways: once toSuper, once fromSuper.
-            let seen = (
-                resource.group_kind.clone(),
-                resource.direction == Direction::ToSuper,
-            );
-            if let Some(first) = first_seen.get(&seen) {
-                return Err(Error::Duplicate {
-                    at: p.positions.at(&format!("spec.resources[{i}].kind")),
-                    first: first.clone(),
-                    kind: resource.group_kind.to_string(),
+            // `produced: true` beside toSuper: one kind both ways, as two rules.
+            let produced =
+                (entry.produced && resource.direction == Direction::ToSuper).then(|| Resource {
+                    direction: Direction::Produced,
+                    dependency: false,
+                    ..resource.clone()
                 });
+            for resource in std::iter::once(resource).chain(produced) {
+                // One kind may be approved once in each direction.
+                let seen = (resource.group_kind.clone(), resource.direction.to_string());
+                if let Some(first) = first_seen.get(&seen) {
+                    return Err(Error::Duplicate {
+                        at: p.positions.at(&format!("spec.resources[{i}].kind")),
+                        first: first.clone(),
+                        kind: resource.group_kind.to_string(),
+                    });
+                }
+                let other = match resource.direction {
+                    Direction::FromSuper => Direction::Produced,
+                    Direction::Produced => Direction::FromSuper,
+                    Direction::ToSuper => Direction::ToSuper,
+                };
+                if let Some(first) = first_seen
+                    .get(&(resource.group_kind.clone(), other.to_string()))
+                    .filter(|_| other != Direction::ToSuper)
+                {
+                    return Err(Error::Invalid {
+                        at: p.positions.at(&format!("spec.resources[{i}]")),
+                        message: format!(
+                            "{} is approved fromSuper and produced (first at {first}): a tenant's copies of both would look alike; approve one",
+                            resource.group_kind
+                        ),
+                    });
+                }
+                first_seen.insert(seen, resource.at.clone());
+                policy.resources.push(resource);
             }
-            first_seen.insert(seen, resource.at.clone());
-            policy.resources.push(resource);
         }
     }
     let both: Vec<bool> = policy
         .resources
         .iter()
         .map(|r| {
-            policy
-                .resources
-                .iter()
-                .any(|o| o.group_kind == r.group_kind && o.direction != r.direction)
+            policy.resources.iter().any(|o| {
+                o.group_kind == r.group_kind
+                    && matches!(
+                        (r.direction, o.direction),
+                        (Direction::ToSuper, Direction::FromSuper)
+                            | (Direction::FromSuper, Direction::ToSuper)
+                    )
+            })
         })
         .collect();
     for (r, both) in policy.resources.iter_mut().zip(both) {
@@ -195,115 +224,6 @@ pub fn relative(policy_file: &Path, target: &str) -> PathBuf {
     out
 }
 
-fn load_transforms(p: &Parsed, options: &LoadOptions, policy: &mut Policy) -> Result<()> {
-    for (i, entry) in p.doc.spec.transforms.iter().enumerate() {
-        let here = |field: &str| p.positions.at(&format!("spec.transforms[{i}].{field}"));
-        if let Some(problem) = crate::naming::dns_label_problem(&entry.name) {
-            return Err(Error::Invalid {
-                at: here("name"),
-                message: format!(
-                    "transform name {:?} must be a DNS label: {problem}",
-                    entry.name
-                ),
-            });
-        }
-        if let Some(existing) = policy.transforms.get(&entry.name) {
-            return Err(Error::Invalid {
-                at: here("name"),
-                message: format!(
-                    "transform {:?} is declared twice (first at {})",
-                    entry.name, existing.at
-                ),
-            });
-        }
-        let limits = entry.limits;
-        for (field, value) in [
-            ("maxSteps", limits.max_steps),
-            ("maxHeapBytes", limits.max_heap_bytes),
-            ("timeoutMs", limits.timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(Error::Invalid {
-                    at: here(&format!("limits.{field}")),
-                    message: format!("limits.{field}: expected a positive number, found 0"),
-                });
-            }
-        }
-        if limits.timeout_ms > 60_000 {
-            return Err(Error::Invalid {
-                at: here("limits.timeoutMs"),
-                message: format!(
-                    "limits.timeoutMs: at most 60000 is allowed, found {}",
-                    limits.timeout_ms
-                ),
-            });
-        }
-        let file = relative(&p.file, &entry.file);
-        let bytes = std::fs::read(&file).map_err(|e| Error::Read {
-            at: here("file"),
-            message: format!("transform file {}: {e}", file.display()),
-        })?;
-        let digest = hex(&Sha256::digest(&bytes));
-        match &entry.sha256 {
-            Some(pin) if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                return Err(Error::Invalid {
-                    at: here("sha256"),
-                    message: format!("sha256: expected 64 hex digits, found {pin:?}"),
-                })
-            }
-            Some(pin) if options.verify_pins && !pin.eq_ignore_ascii_case(&digest) => {
-                return Err(Error::PinMismatch {
-                    at: here("sha256"),
-                    name: entry.name.clone(),
-                    file: file.display().to_string(),
-                    expected: pin.to_ascii_lowercase(),
-                    actual: digest,
-                })
-            }
-            None if options.verify_pins => {
-                return Err(Error::Invalid {
-                    at: p.positions.at(&format!("spec.transforms[{i}]")),
-                    message: format!(
-                        "transform {}: no sha256 pin; review {} and run `ferry policy pin {}` (its sha256 is {digest})",
-                        entry.name,
-                        file.display(),
-                        p.file.display()
-                    ),
-                })
-            }
-            _ => {}
-        }
-        let source: Arc<str> = String::from_utf8(bytes)
-            .map_err(|_| Error::Invalid {
-                at: here("file"),
-                message: format!("transform file {} is not UTF-8 text", file.display()),
-            })?
-            .into();
-        let hooks = script::inspect(&file.display().to_string(), &source).map_err(|message| {
-            Error::Invalid {
-                at: here("file"),
-                message: format!("transform {}: {message}", entry.name),
-            }
-        })?;
-        policy.transforms.insert(
-            entry.name.clone(),
-            Transform {
-                script: Arc::new(Script {
-                    name: entry.name.clone(),
-                    file: file.display().to_string(),
-                    source,
-                    digest,
-                    limits,
-                }),
-                file,
-                hooks,
-                at: p.positions.at(&format!("spec.transforms[{i}]")),
-            },
-        );
-    }
-    Ok(())
-}
-
 /// Whether `v` is a Kubernetes version string (`v1`, `v1beta2`, `v2alpha1`).
 fn is_version(v: &str) -> bool {
     let Some(rest) = v.strip_prefix('v') else {
@@ -361,13 +281,37 @@ fn load_resource(
             ),
         ));
     }
-    if entry.dependency && entry.direction != Direction::ToSuper {
+    let direction = match (entry.direction, entry.produced) {
+        (Some(Direction::FromSuper), true) => {
+            return Err(invalid(
+                "produced",
+                "produced: true flows up what super-side controllers make for a tenant's object; with direction fromSuper (the platform's objects, copied into every tenant) it is an error".into(),
+            ))
+        }
+        (Some(direction), _) => direction,
+        (None, true) => Direction::Produced,
+        (None, false) => {
+            return Err(Error::Invalid {
+                at: p.positions.at(&format!("spec.resources[{i}]")),
+                message: format!(
+                    "spec.resources[{i}]: missing field `direction` (toSuper or fromSuper), or produced: true for objects super-side controllers produce"
+                ),
+            })
+        }
+    };
+    if entry.produced && entry.scope == Scope::Cluster {
+        return Err(invalid(
+            "scope",
+            "produced: true needs scope Namespaced: produced objects are found in the super namespace of the object they are produced for".into(),
+        ));
+    }
+    if entry.dependency && direction != Direction::ToSuper {
         return Err(invalid(
             "dependency",
             "dependency: true needs direction toSuper (dependencies are tenant objects synced down while referenced)".into(),
         ));
     }
-    let selector = match (&entry.selector, entry.direction) {
+    let selector = match (&entry.selector, direction) {
         (Some(s), _) => {
             if let Some(problem) = s.problem() {
                 return Err(invalid("selector", format!("selector: {problem}")));
@@ -378,11 +322,11 @@ fn load_resource(
             match_labels: [(DEFAULT_PUBLIC_LABEL.to_string(), "true".to_string())].into(),
             match_expressions: Vec::new(),
         }),
-        (None, Direction::ToSuper) => None,
+        (None, Direction::ToSuper | Direction::Produced) => None,
     };
-    let needed = match entry.direction {
+    let needed = match direction {
         Direction::ToSuper => crate::sandbox::Hook::ToSuper,
-        Direction::FromSuper => crate::sandbox::Hook::ToTenant,
+        Direction::FromSuper | Direction::Produced => crate::sandbox::Hook::ToTenant,
     };
     let mut transforms = Vec::new();
     for (j, name) in entry.transforms.iter().enumerate() {
@@ -407,7 +351,7 @@ fn load_resource(
                     "transform {name} ({}) does not define {}(obj, ctx), which {} kinds need",
                     t.file.display(),
                     needed.function(),
-                    entry.direction
+                    direction
                 ),
             ));
         }
@@ -456,7 +400,7 @@ fn load_resource(
             group: group.to_string(),
             kind: entry.kind.clone(),
         },
-        direction: entry.direction,
+        direction,
         scope: entry.scope,
         plan,
         transforms,

@@ -13,6 +13,7 @@ mod fields;
 pub mod load;
 pub mod model;
 pub mod pin;
+mod scripts;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -167,13 +168,21 @@ impl Policy {
         self.resource_in(group, kind, Direction::ToSuper)
     }
 
-    /// The rule approving `group`/`kind` in `direction`, else in the other one.
+    /// The rule approving `group`/`kind` as produced in the super cluster, if any.
+    pub fn produced(&self, group: &str, kind: &str) -> Option<&Resource> {
+        self.resource_in(group, kind, Direction::Produced)
+    }
+
+    /// The rule approving `group`/`kind` in `direction`, else in the other one (toSuper and
+    /// fromSuper; a produced rule is found only as such).
     pub fn resource_in(&self, group: &str, kind: &str, direction: Direction) -> Option<&Resource> {
+        let produced = direction == Direction::Produced;
         let mut found = self
             .resources
             .iter()
             // Kinds differ more often than groups: compare them first.
-            .filter(|r| r.group_kind.kind == kind && r.group_kind.group == group);
+            .filter(|r| r.group_kind.kind == kind && r.group_kind.group == group)
+            .filter(|r| (r.direction == Direction::Produced) == produced);
         let first = found.next()?;
         if first.direction == direction {
             return Some(first);

@@ -14,6 +14,10 @@ pub enum Direction {
     ToSuper,
     /// Selected super objects are copied read-only into every tenant.
     FromSuper,
+    /// Super objects produced for a tenant's synced object (named by it, or owned by its
+    /// copy) are copied read-only into its namespace. Written in a policy as `produced: true`.
+    #[serde(skip)]
+    Produced,
 }
 
 impl std::fmt::Display for Direction {
@@ -21,6 +25,7 @@ impl std::fmt::Display for Direction {
         f.write_str(match self {
             Direction::ToSuper => "toSuper",
             Direction::FromSuper => "fromSuper",
+            Direction::Produced => "produced",
         })
     }
 }
@@ -150,8 +155,12 @@ pub struct ResourceEntry {
     pub api_version: String,
     /// The kind.
     pub kind: String,
-    /// `toSuper` or `fromSuper`.
-    pub direction: Direction,
+    /// `toSuper` or `fromSuper`; absent for a kind approved only `produced`.
+    #[serde(default)]
+    pub direction: Option<Direction>,
+    /// Objects of the kind produced in the super cluster for a tenant's synced object flow up.
+    #[serde(default)]
+    pub produced: bool,
     /// `Namespaced` (default) or `Cluster`.
     #[serde(default)]
     pub scope: Scope,

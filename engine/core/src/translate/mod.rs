@@ -11,6 +11,7 @@
 //! Each step records what it changed and why, for `ferry translate --explain`. A refusal says
 //! why in one line and carries the short reason used for Events and metrics.
 
+mod copies;
 mod diff;
 mod fields;
 mod guard;
@@ -45,6 +46,8 @@ pub const ANN_TENANT_UID: &str = "ferry.dev/tenant-uid";
 pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
 /// Annotation: the uid of the super object a tenant copy came from.
 pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
+/// Annotation on a produced copy: what it was produced for, `<group>/<Kind>/<name>`.
+pub const ANN_PRODUCED_FOR: &str = "ferry.dev/produced-for";
 pub use crate::naming::RESERVED_PREFIX;
 
 /// `Result` of a translation.
@@ -56,6 +59,7 @@ pub struct Translator<'a> {
     sandbox: Option<&'a Sandbox>,
     published: Option<&'a dyn Published>,
     namespaces: &'a [String],
+    producer: Option<&'a str>,
 }
 
 /// What kind of object a document is, from its `apiVersion` and `kind`.
@@ -79,7 +83,15 @@ impl<'a> Translator<'a> {
             sandbox,
             published: None,
             namespaces: &[],
+            producer: None,
         }
+    }
+
+    /// What a produced object is copied up for (`<group>/<Kind>/<name>`), known live; offline
+    /// it is read from the object's controller ownerReference.
+    pub fn with_producer(mut self, producer: &'a str) -> Self {
+        self.producer = Some(producer);
+        self
     }
 
     /// The tenant's namespaces, for transforms that call `ctx.tenant_namespaces()`.
@@ -235,8 +247,14 @@ impl<'a> Translator<'a> {
         };
         // A super object carrying ferry's tenant label is a tenant's copy (its status flows
         // up); any other is the platform's (copied into tenants if it is public).
+        // A kind approved produced (never also fromSuper) is found in tenants' super
+        // namespaces.
+        let (group, kind) = type_of(input)?;
+        let (group, _) = crate::schema::load::split_api_version(group);
         let direction = if metadata::label(input, LABEL_TENANT).is_some() {
             Direction::ToSuper
+        } else if self.policy.produced(group, kind).is_some() {
+            Direction::Produced
         } else {
             Direction::FromSuper
         };
@@ -263,11 +281,24 @@ impl<'a> Translator<'a> {
                         ));
                     }
                 }
-                Value::Object(metadata::from_super(input, explain.then_some(&mut changes)))
+                let mut copy =
+                    Value::Object(metadata::from_super(input, explain.then_some(&mut changes)));
+                if resource.group_kind.group == "apiextensions.k8s.io"
+                    && resource.group_kind.kind == "CustomResourceDefinition"
+                {
+                    copies::public_crd(&mut copy, explain.then_some(&mut changes));
+                }
+                copy
             }
             Direction::ToSuper => {
                 metadata::up(input, resource, &mut names, explain.then_some(&mut changes))?
             }
+            Direction::Produced => Value::Object(copies::produced(
+                input,
+                &names,
+                self.producer,
+                explain.then_some(&mut changes),
+            )?),
         };
         // A tenant's fragment and a public copy alike: the tenant's namespaces unmapped,
         // everyone else's redacted.
@@ -299,6 +330,7 @@ impl<'a> Translator<'a> {
         );
         match resource.direction {
             Direction::FromSuper => guard.public_copy(&object)?,
+            Direction::Produced => guard.produced_copy(&object)?,
             Direction::ToSuper => guard.up(resource, &object)?,
         }
         Ok(Translated {

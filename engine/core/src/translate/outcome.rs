@@ -19,6 +19,8 @@ pub enum Reason {
     SyncConflict,
     /// The object itself is malformed.
     Invalid,
+    /// A public CustomResourceDefinition's copy stays in a tenant that holds instances of it.
+    CrdInUse,
 }
 
 impl Reason {
@@ -31,6 +33,7 @@ impl Reason {
             Reason::TransformFailed => "TransformFailed",
             Reason::SyncConflict => "SyncConflict",
             Reason::Invalid => "Invalid",
+            Reason::CrdInUse => "CRDInUse",
         }
     }
 }
@@ -109,6 +112,8 @@ pub struct Reference {
     pub namespace: String,
     /// Target tenant name.
     pub name: String,
+    /// The target is produced in the super cluster for the referrer (it flows up, never down).
+    pub produced: bool,
 }
 
 /// The result of a translation.

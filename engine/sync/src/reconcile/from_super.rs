@@ -1,8 +1,13 @@
 //! fromSuper: the read-only copy of a public super object in a tenant, created, reverted and
-//! deleted with it; references waiting for a public object retried when one appears.
+//! deleted with it (a public CRD's copy only while the tenant holds no instance of it);
+//! references waiting for a public object retried when one appears.
 
-use ferry_core::policy::Resource;
+use std::time::Duration;
+
+use ferry_core::policy::{Direction, Resource};
 use ferry_core::translate::{Reason, Refusal};
+use kube::discovery::ApiResource;
+use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result};
 use crate::compare::digest;
@@ -65,6 +70,10 @@ impl Reconciler<'_> {
         }
         let out = match action {
             Action::Delete { uid } => {
+                if let Some(in_use) = self.crd_in_use(resource, copy.as_deref()).await? {
+                    self.refuse(key, copy.as_deref(), &in_use).await;
+                    return Ok(Outcome::again(CRD_IN_USE_RECHECK));
+                }
                 self.set_synced(key, false);
                 writer.delete(api, namespace, name, &uid).await?;
                 tenant_cache.forget(namespace, name);
@@ -115,7 +124,67 @@ impl Reconciler<'_> {
     }
 }
 
+/// While a public CRD's copy stays for its instances, look again this often.
+const CRD_IN_USE_RECHECK: Duration = Duration::from_secs(10);
+
 impl Reconciler<'_> {
+    /// Why the copy `copy` of a public CustomResourceDefinition must stay: the tenant holds
+    /// instances of it (deleting a CRD deletes them all), or ferry cannot tell. `None` for
+    /// any other kind, or when nothing is in the way.
+    async fn crd_in_use(
+        &self,
+        resource: &Resource,
+        copy: Option<&Value>,
+    ) -> Result<Option<Refusal>> {
+        let gk = &resource.group_kind;
+        let (true, Some(copy)) = (
+            gk.group == "apiextensions.k8s.io" && gk.kind == "CustomResourceDefinition",
+            copy,
+        ) else {
+            return Ok(None);
+        };
+        let text = |p: &str| copy.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (group, kind, plural) = (
+            text("/spec/group"),
+            text("/spec/names/kind"),
+            text("/spec/names/plural"),
+        );
+        let versions = copy.pointer("/spec/versions").and_then(Value::as_array);
+        let version = versions
+            .into_iter()
+            .flatten()
+            .find(|v| v["storage"] == true)
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or("");
+        // Instances of a kind the policy syncs are in the caches; any other is listed.
+        let cached = self.shared.policy.resources.iter().position(|r| {
+            r.direction == Direction::ToSuper
+                && r.group_kind.group == group
+                && r.group_kind.kind == kind
+        });
+        let held = match cached.map(|i| &self.tenant.caches[i]).filter(|c| c.ready()) {
+            Some(cache) => Ok(!cache.is_empty()),
+            None => {
+                let api = ApiResource {
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    api_version: format!("{group}/{version}"),
+                    kind: kind.to_string(),
+                    plural: plural.to_string(),
+                };
+                self.tenant.writer.holds_any(&api).await
+            }
+        };
+        let name = text("/metadata/name");
+        let message = match held {
+            Ok(false) => return Ok(None),
+            Ok(true) => format!("the super cluster no longer publishes CustomResourceDefinition {name}, but the tenant holds {kind} objects: the copy stays until they are gone (deleting it would delete them)"),
+            Err(e) if e.code() == Some(403) || e.code() == Some(401) => format!("the super cluster no longer publishes CustomResourceDefinition {name}; ferry may not list {plural}.{group} here ({e}), so the copy stays (deleting it would delete every {kind})"),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(Refusal::new(Reason::CrdInUse, message)))
+    }
+
     /// Logs and counts (once while it lasts) a public object whose name several supers hold.
     fn public_conflict(&self, key: &Key, resource: &Resource, conflict: bool) {
         let first = {

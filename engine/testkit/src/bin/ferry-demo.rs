@@ -15,6 +15,8 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
+#[path = "ferry-demo/produced.rs"]
+mod produced;
 #[path = "ferry-demo/report.rs"]
 mod report;
 #[path = "ferry-demo/supers.rs"]
@@ -93,7 +95,7 @@ async fn main() -> Result<()> {
         }
     }
     let ferry_bin = ferry_bin.context("--ferry PATH is required")?;
-    let total = 8;
+    let total = 9;
     let clusters = Clusters::connect().await?;
     let (a, b, s) = (
         clusters.tenant("team-a").clone(),
@@ -413,6 +415,13 @@ async fn main() -> Result<()> {
     );
     supers::gpu_namespace(&a, &s, &gpu, &mut rows).await?;
 
+    step(
+        9,
+        total,
+        "Produced: cert-manager writes a Certificate's Secret in the super cluster",
+    );
+    produced::certificate_secret(&a, &s, &mut rows).await?;
+
     summary(&rows);
     let writes = ferry.metric("ferry_writes_total", &[]).await?;
     let super_writes = ferry
@@ -427,7 +436,10 @@ async fn main() -> Result<()> {
         std::fs::write(&pid_file, pid.to_string())?;
         let k = |c: &str| format!("kubectl --kubeconfig target/clusters/{c}.kubeconfig");
         println!("\nferry keeps running (pid {pid}, log target/demo/ferry.log). Explore:");
-        println!("  {} get databases,secrets -n {NS}", k("team-a"));
+        println!(
+            "  {} get databases,certificates,secrets -n {NS}",
+            k("team-a")
+        );
         println!(
             "  {} get ns,databases,secrets -A -l ferry.dev/tenant",
             k("super")

@@ -221,9 +221,14 @@ impl Fields<'_> {
         ns_key: Option<&str>,
     ) -> Result<Decision> {
         let target = rule.target(fields);
+        // A produced target is the object a super-side controller makes for the referrer:
+        // named alike in the referrer's super namespace.
         let approved = target
             .as_ref()
-            .and_then(|(group, kind)| self.policy.resource(group, kind));
+            .and_then(|(group, kind)| match rule.produced {
+                true => self.policy.produced(group, kind),
+                false => self.policy.resource(group, kind),
+            });
         if name.is_empty() {
             let from_super = approved.is_some_and(|r| r.direction == Direction::FromSuper);
             return Ok(Decision {
@@ -258,6 +263,7 @@ impl Fields<'_> {
                     kind: kind.to_string(),
                     namespace: namespace.to_string(),
                     name: name.to_string(),
+                    produced: rule.produced,
                 });
             }
         }
@@ -267,6 +273,7 @@ impl Fields<'_> {
             && approved.is_some_and(|r| r.both_ways)
             && self.public_copy_named(group, kind, fields, ns_key, name, annotated, name_path);
         let (rename, map_namespace) = match approved {
+            Some(r) if r.direction == Direction::Produced => (false, true),
             // A fromSuper target is the shared public object: the reference passes unchanged.
             Some(r) if r.direction == Direction::FromSuper => (false, false),
             Some(_) if copy_of_public => (false, false),
@@ -281,12 +288,13 @@ impl Fields<'_> {
                 } else {
                     format!("{kind}.{group}")
                 };
+                let why = match rule.produced {
+                    true => format!("the rule ({}) says it is produced in the super cluster, and the policy does not approve {shown} produced: true", annotated.origin),
+                    false => format!("a kind the policy does not sync and the annotation ({}) does not mark passthrough", annotated.origin),
+                };
                 return Err(Refusal::new(
                     Reason::UnapprovedReference,
-                    format!(
-                        "{name_path} refers to {shown} {name:?}, a kind the policy does not sync and the annotation ({}) does not mark passthrough",
-                        annotated.origin
-                    ),
+                    format!("{name_path} refers to {shown} {name:?}, {why}"),
                 ));
             }
         };

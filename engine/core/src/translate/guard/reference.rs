@@ -98,7 +98,10 @@ impl Guard<'_> {
         let target = rule.target(fields);
         let approved = target
             .as_ref()
-            .and_then(|(group, kind)| self.policy.resource(group, kind));
+            .and_then(|(group, kind)| match rule.produced {
+                true => self.policy.produced(group, kind),
+                false => self.policy.resource(group, kind),
+            });
         if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
             return self.public_reference(r, namespace, name, &ns_path, &name_path);
         }

@@ -4,10 +4,13 @@
 use serde_json::{Map, Value};
 
 use super::{number, shown, string_map, Guard, DOWN_METADATA};
+use crate::naming::dns_label_problem;
 use crate::policy::Resource;
 use crate::schema::{Node, Rule};
 use crate::translate::path::Path;
-use crate::translate::{Result, ANN_SUPER_UID, LABEL_FROM_SUPER, RESERVED_PREFIX};
+use crate::translate::{
+    Result, ANN_PRODUCED_FOR, ANN_SUPER_UID, LABEL_FROM_SUPER, RESERVED_PREFIX,
+};
 
 impl Guard<'_> {
     /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant
@@ -44,6 +47,24 @@ impl Guard<'_> {
 
     /// Checks a read-only copy of a public object about to be written into a tenant.
     pub fn public_copy(&self, object: &Value) -> Result<()> {
+        self.read_only_copy(object, &[ANN_SUPER_UID])
+    }
+
+    /// Checks a read-only copy of an object produced for a tenant's object: a public copy's
+    /// metadata, plus what it was produced for, in one of the tenant's namespaces.
+    pub fn produced_copy(&self, object: &Value) -> Result<()> {
+        self.read_only_copy(object, &[ANN_SUPER_UID, ANN_PRODUCED_FOR])?;
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
+        if let Some(why) = dns_label_problem(namespace) {
+            return Err(self.refuse(format!(
+                "metadata.namespace: a produced copy lands in a tenant namespace, found {namespace:?} ({why})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A read-only copy carrying ferry's annotations `annotations` and no other ferry.dev/ key.
+    fn read_only_copy(&self, object: &Value, allowed_annotations: &[&str]) -> Result<()> {
         numbers(object, &Path::Root)?;
         let Some(Value::Object(meta)) = object.get("metadata") else {
             return Err(self.refuse("metadata: expected an object".into()));
@@ -62,12 +83,12 @@ impl Guard<'_> {
             )));
         }
         for (field, keys, allowed) in [
-            ("labels", labels, LABEL_FROM_SUPER),
-            ("annotations", annotations, ANN_SUPER_UID),
+            ("labels", labels, &[LABEL_FROM_SUPER][..]),
+            ("annotations", annotations, allowed_annotations),
         ] {
             if let Some(key) = keys
                 .keys()
-                .find(|k| k.starts_with(RESERVED_PREFIX) && *k != allowed)
+                .find(|k| k.starts_with(RESERVED_PREFIX) && !allowed.contains(&k.as_str()))
             {
                 return Err(self.refuse(format!(
                     "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"

@@ -1,0 +1,197 @@
+//! Produced objects: what a super-side controller makes in a tenant's super namespace for one
+//! of its synced objects (named by a `produced: true` reference of the object, or owned by its
+//! copy through a controller ownerReference) is copied up into the tenant namespace,
+//! read-only, and collected when the super object or the reason goes.
+//!
+//! ```text
+//!  super object in the namespace's running super ─ producer (reference | owner) ─▶ to_tenant
+//!      ─▶ decide::public_copy ─▶ create (never over the tenant's own object) / revert / delete
+//! ```
+
+use std::sync::Arc;
+
+use ferry_core::policy::{Direction, Resource, Scope};
+use ferry_core::schema::load::split_api_version;
+use ferry_core::translate::{Reason, Refusal};
+use serde_json::Value;
+
+use super::{Outcome, Reconciler, Result};
+use crate::compare::digest;
+use crate::decide::{self, Action};
+use crate::key::{slash, Key, Kind};
+use crate::ledger::Part;
+use crate::object::{deleting, uid, Ownership};
+use crate::placement;
+
+/// The tenant object a super object was produced for.
+struct Producer {
+    /// Its key.
+    key: Key,
+    /// `<group>/<Kind>/<name>`, the copy's `ferry.dev/produced-for`.
+    label: String,
+}
+
+impl Reconciler<'_> {
+    /// A produced kind's key: the tenant's copy follows the super object while something of
+    /// the tenant's names or owns it.
+    pub(super) async fn produced(
+        &self,
+        key: &Key,
+        idx: usize,
+        resource: &Resource,
+    ) -> Result<Outcome> {
+        let tenant_cache = &self.tenant.caches[idx];
+        let Some(tenant_kind) = tenant_cache.served() else {
+            return Ok(Outcome::default());
+        };
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        let super_ns = self.tenant.names().to_super(namespace);
+        // Only the super the namespace runs in (not a migration's other one) produces.
+        let hosts = placement::hosts(self.shared, self.tenant, namespace);
+        let source = placement::running(&hosts)
+            .and_then(|h| {
+                let object = self.shared.supers[h.index].caches[idx].get(&super_ns, name)?;
+                Some((h.index, object))
+            })
+            .filter(|(_, o)| !deleting(o));
+        let producer = source
+            .as_ref()
+            .and_then(|(i, object)| self.producer(key, *i, &super_ns, object));
+        let copy = tenant_cache.get(namespace, name);
+        let referrer = producer.as_ref().and_then(|p| self.tenant_object(&p.key));
+        let desired = match (&source, &producer) {
+            (Some((_, object)), Some(p)) if self.tenant.namespace_alive(namespace) => {
+                let translated = self
+                    .translate_for(resource, (**object).clone(), false, Some(p.label.clone()))
+                    .await;
+                match translated {
+                    Ok(t) => Some(t.object),
+                    Err(r) if r.reason == Reason::NotSelected => None,
+                    Err(r) => {
+                        self.refuse(key, referrer.as_deref(), &r).await;
+                        return Ok(Outcome::default());
+                    }
+                }
+            }
+            _ => None,
+        };
+        let hash = desired.as_ref().map(digest).unwrap_or_default();
+        let wrote = copy
+            .as_deref()
+            .is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
+        let mut action = decide::public_copy(desired.as_ref(), copy.as_deref(), wrote);
+        let writer = &self.tenant.writer;
+        let api = &tenant_kind.resource;
+        if let Action::Check(desired) = &action {
+            let found = writer.get(api, namespace, name).await?;
+            let what = format!("{} {}", resource.group_kind, slash(namespace, name));
+            action = match found.as_ref() {
+                Some(f) if !Ownership::of(f).from_super => Action::Refuse(Refusal::new(
+                    Reason::SyncConflict,
+                    format!(
+                        "the tenant has its own {what}; the {} produced in the super cluster for {} is not copied over it",
+                        resource.group_kind,
+                        producer.as_ref().map_or("it", |p| p.label.as_str())
+                    ),
+                )),
+                _ => decide::public_checked(found.as_ref(), desired, &what),
+            };
+        }
+        let out = match action {
+            Action::Delete { uid } => {
+                self.set_synced(key, false);
+                writer.delete(api, namespace, name, &uid).await?;
+                tenant_cache.forget(namespace, name);
+                tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a produced object that is gone or no longer named or owned");
+                return Ok(Outcome::wrote(true));
+            }
+            Action::Refuse(refusal) => {
+                // On the object it was produced for: the tenant's own object stays untouched.
+                self.refuse(key, referrer.as_deref(), &refusal).await;
+                return Ok(Outcome::default());
+            }
+            Action::Create(body) => writer.create(api, &body).await?,
+            Action::Replace(body) => {
+                let out = writer.replace(api, &body).await?;
+                if copy.is_some() {
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "updated a produced copy (the super object changed, or a tenant edit is reverted)");
+                }
+                out
+            }
+            _ => {
+                self.set_synced(key, desired.is_some());
+                if desired.is_some() {
+                    self.accepted(key);
+                }
+                return Ok(Outcome::default());
+            }
+        };
+        self.tenant
+            .ledger()
+            .record_write(key, Part::Copy, hash, &out);
+        tenant_cache.remember(out);
+        self.accepted(key);
+        self.set_synced(key, true);
+        Ok(Outcome::wrote(true))
+    }
+
+    /// What the super object `object` (in super `i`'s namespace `super_ns`) was produced for:
+    /// a synced object of the tenant that names it (`produced: true` references), else the
+    /// tenant object whose copy is its controller owner. Never its labels or annotations.
+    fn producer(&self, key: &Key, i: usize, super_ns: &str, object: &Value) -> Option<Producer> {
+        let policy = &self.shared.policy;
+        let label = |k: &Key| {
+            let Kind::Resource(idx) = k.kind else {
+                return None;
+            };
+            let gk = &policy.resources[idx].group_kind;
+            Some(format!("{}/{}/{}", gk.group, gk.kind, k.name))
+        };
+        let referrers = self.tenant.ledger().refs.referrers(key);
+        if let Some(referrer) = referrers
+            .into_iter()
+            .find(|r| self.tenant_object(r).is_some())
+        {
+            return Some(Producer {
+                label: label(&referrer)?,
+                key: referrer,
+            });
+        }
+        let owners = object.pointer("/metadata/ownerReferences")?.as_array()?;
+        let owner = owners
+            .iter()
+            .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))?;
+        let text = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
+        let (group, _) = split_api_version(text("apiVersion"));
+        let owner_idx = policy.resources.iter().position(|r| {
+            r.direction == Direction::ToSuper
+                && r.scope == Scope::Namespaced
+                && r.group_kind.group == group
+                && r.group_kind.kind == text("kind")
+        })?;
+        let copy = self.shared.supers[i].caches[owner_idx].get(super_ns, text("name"))?;
+        let ownership = Ownership::of(&copy);
+        let tenant_name = ownership.name?;
+        let referrer = key.sibling(Kind::Resource(owner_idx), &key.namespace, tenant_name);
+        let owns = uid(&copy) == text("uid")
+            && !text("uid").is_empty()
+            && ownership.is_copy_of(&referrer, true);
+        if !owns || self.tenant_object(&referrer).is_none() {
+            return None;
+        }
+        Some(Producer {
+            label: label(&referrer)?,
+            key: referrer,
+        })
+    }
+
+    /// The tenant object `key` names, from the caches, unless it is being deleted.
+    fn tenant_object(&self, key: &Key) -> Option<Arc<Value>> {
+        let Kind::Resource(idx) = key.kind else {
+            return None;
+        };
+        self.tenant.caches[idx]
+            .get(&key.namespace, &key.name)
+            .filter(|o| !deleting(o))
+    }
+}
