@@ -45,8 +45,8 @@ pub async fn certificate_secret(a: &Client, s: &Client, rows: &mut Vec<Row>) -> 
     rows.push(Row {
         tenant: "team-a",
         object: format!("Secret {NS}/storefront-tls"),
-        super_object: format!("{super_ns}/storefront-tls (cert-manager's)"),
-        outcome: "produced, copied up".into(),
+        super_object: format!("{super_ns}/storefront-tls"),
+        outcome: "produced".into(),
         latency: Some(d),
     });
     Ok(())
