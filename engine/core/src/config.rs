@@ -11,8 +11,12 @@ use crate::locate::{yaml_message, Location, Positions};
 use crate::naming::{check_tenant_set, Tenant};
 use crate::policy::load::relative;
 
+mod secrets;
 mod supers;
 
+pub use secrets::{
+    TenantSecrets, DEFAULT_NAME_LABEL, DEFAULT_SECRETS_NAMESPACE, DEFAULT_SECRET_LABEL,
+};
 pub use supers::{candidates, place, PlacementRule, SuperConfig, DEFAULT_SUPER};
 
 /// A problem with the configuration file.
@@ -56,12 +60,17 @@ struct Spec {
     leader_election: Option<LeaderElection>,
     #[serde(default)]
     metrics: Option<Metrics>,
+    #[serde(default)]
+    tenant_secrets: Option<secrets::TenantSecretsEntry>,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Cluster {
-    kubeconfig: String,
+    #[serde(default)]
+    kubeconfig: Option<String>,
+    #[serde(default)]
+    in_cluster: bool,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +146,8 @@ pub struct Config {
     pub leader_election: LeaderElection,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_address: std::net::SocketAddr,
+    /// Tenants from kubeconfig Secrets, beside the static ones.
+    pub tenant_secrets: Option<TenantSecrets>,
 }
 
 /// Parses `30s`, `5m`, `1h`, `500ms` (or a plain number of seconds).
@@ -259,12 +270,11 @@ pub fn load(path: &Path) -> Result<Config> {
             ),
         )
     })?;
-    let supers = supers::supers(
-        path,
-        &positions,
-        spec.super_cluster.map(|c| c.kubeconfig),
-        spec.supers,
-    )?;
+    let supers = supers::supers(path, &positions, spec.super_cluster, spec.supers)?;
+    let tenant_secrets = spec
+        .tenant_secrets
+        .map(|e| secrets::tenant_secrets(&positions, e))
+        .transpose()?;
     let names: Vec<Tenant> = tenants.iter().map(|t| t.name.clone()).collect();
     let placement = supers::rules(&positions, spec.placement, &supers, &names)?;
     Ok(Config {
@@ -275,6 +285,7 @@ pub fn load(path: &Path) -> Result<Config> {
         patrol_interval,
         leader_election: spec.leader_election.unwrap_or_default(),
         metrics_address,
+        tenant_secrets,
     })
 }
 
@@ -344,7 +355,11 @@ mod tests {
         let config = load_text(TWO).unwrap();
         let names: Vec<&str> = config.supers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["east", "west"]);
-        assert!(config.supers[1].kubeconfig.ends_with("west.kubeconfig"));
+        assert!(config.supers[1]
+            .kubeconfig
+            .as_ref()
+            .unwrap()
+            .ends_with("west.kubeconfig"));
         assert_eq!(config.placement.len(), 1);
         // The single-super form is one super named `super`.
         let one = load_text(GOOD).unwrap();

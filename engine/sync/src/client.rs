@@ -41,21 +41,58 @@ async fn config(kubeconfig: &Path) -> Result<kube::Config, Error> {
         .map_err(|e| fail(e.to_string()))
 }
 
-fn client(kubeconfig: &Path, config: kube::Config) -> Result<Client, Error> {
+/// The pod's service account: its token and CA under
+/// `/var/run/secrets/kubernetes.io/serviceaccount`, `KUBERNETES_SERVICE_HOST` and `_PORT`.
+fn in_cluster() -> Result<kube::Config, Error> {
+    let fail = |message: String| Error {
+        path: "(in-cluster service account)".into(),
+        message,
+    };
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+        return Err(fail("no kubeconfig given and not in a pod (KUBERNETES_SERVICE_HOST is not set); give the super cluster a kubeconfig".into()));
+    }
+    kube::Config::incluster().map_err(|e| fail(e.to_string()))
+}
+
+fn client(what: &str, config: kube::Config) -> Result<Client, Error> {
     Client::try_from(config).map_err(|e| Error {
-        path: kubeconfig.display().to_string(),
+        path: what.to_string(),
         message: e.to_string(),
     })
 }
 
 /// A client for the cluster of `kubeconfig`, with the library's default timeouts.
 pub async fn connect(kubeconfig: &Path) -> Result<Client, Error> {
-    client(kubeconfig, config(kubeconfig).await?)
+    client(&kubeconfig.display().to_string(), config(kubeconfig).await?)
 }
 
 /// The watch and request clients for the cluster of `kubeconfig`.
 pub async fn clients(kubeconfig: &Path) -> Result<Clients, Error> {
-    let config = config(kubeconfig).await?;
+    pair(&kubeconfig.display().to_string(), config(kubeconfig).await?)
+}
+
+/// The clients of a super cluster: its kubeconfig, or the pod's service account (`None`).
+pub async fn super_clients(kubeconfig: Option<&Path>) -> Result<Clients, Error> {
+    match kubeconfig {
+        Some(path) => clients(path).await,
+        None => pair("(in-cluster service account)", in_cluster()?),
+    }
+}
+
+/// The clients of a kubeconfig held in memory (a tenant's, from a Secret: `what` names it).
+/// It must not read files or run commands (checked by `tenant_secrets::vet` first).
+pub async fn clients_from(what: &str, kubeconfig: Kubeconfig) -> Result<Clients, Error> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error {
+            path: what.to_string(),
+            message: e.to_string(),
+        })?;
+    pair(what, config)
+}
+
+/// The watch client and the request client (with timeouts) of one cluster.
+fn pair(what: &str, config: kube::Config) -> Result<Clients, Error> {
     let mut timed = config.clone();
     timed.read_timeout = Some(REQUEST_TIMEOUT);
     // The time a pooled connection sat idle must not count against the next request.
@@ -63,7 +100,7 @@ pub async fn clients(kubeconfig: &Path) -> Result<Clients, Error> {
     timed.write_timeout = Some(REQUEST_TIMEOUT);
     timed.connect_timeout = Some(REQUEST_TIMEOUT);
     Ok(Clients {
-        watch: client(kubeconfig, config)?,
-        requests: client(kubeconfig, timed)?,
+        watch: client(what, config)?,
+        requests: client(what, timed)?,
     })
 }

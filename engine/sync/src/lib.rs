@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Modules import only the layers below them (ARCHITECTURE.md lists them):
-//! key, object, compare → cache, watch, write, client → queue → ledger, refs, public →
+//! key, object, compare → cache, watch, write, client, tenant_secrets → queue → ledger, refs, public →
 //! routing → state → deps → decide → reconcile → workers, tenants, leader, metrics → run.
 //! `against` checks a policy against the CRDs of a live cluster for `ferry check --against`.
 
@@ -36,6 +36,7 @@ pub mod routing;
 pub mod run;
 pub mod state;
 pub mod supers;
+pub mod tenant_secrets;
 pub mod tenants;
 pub mod watch;
 pub mod workers;

@@ -21,6 +21,7 @@ use crate::leader::Elector;
 use crate::metrics::{Metrics, Readiness};
 use crate::queue::Queues;
 use crate::state::Shared;
+use crate::tenant_secrets::SecretTenants;
 use crate::tenants::{follow, Running};
 use crate::workers::{work, PER_TENANT, WORKERS};
 
@@ -126,7 +127,10 @@ pub async fn run(options: Options) -> Result<()> {
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
     let mut supers = Vec::new();
     for s in &config.supers {
-        supers.push((s.clone(), crate::client::clients(&s.kubeconfig).await?));
+        supers.push((
+            s.clone(),
+            crate::client::super_clients(s.kubeconfig.as_deref()).await?,
+        ));
     }
     same_clusters(&options.config, &supers).await?;
     // The Lease lives in the first super cluster.
@@ -209,16 +213,35 @@ pub async fn run(options: Options) -> Result<()> {
         shared: shared.clone(),
         identity: identity.clone(),
     };
-    running.apply(&config.tenants).await;
+    // Tenants from kubeconfig Secrets in the first super cluster.
+    let secrets = config.tenant_secrets.clone().map(|ts| {
+        let tenants = Arc::new(SecretTenants::default());
+        let task = tokio::spawn(crate::tenant_secrets::watch(
+            super_clients.watch.clone(),
+            ts,
+            tenants.clone(),
+        ));
+        (tenants, super_clients.requests.clone(), task)
+    });
+    let follow_secrets = secrets.as_ref().map(|(t, c, _)| (t.clone(), c.clone()));
+    crate::tenants::apply_all(&mut running, &config, follow_secrets.as_ref()).await;
     let mut workers: Vec<_> = (0..WORKERS)
         .map(|_| tokio::spawn(work(shared.clone())))
         .collect();
     let patrol = tokio::spawn(patrol(shared.clone(), config.patrol_interval));
-    let follower = tokio::spawn(follow(options.config.clone(), config, running));
+    let follower = tokio::spawn(follow(
+        options.config.clone(),
+        config,
+        running,
+        follow_secrets,
+    ));
     wait_for_signal().await?;
     tracing::info!("shutting down: finishing the reconciles in flight");
     patrol.abort();
     follower.abort();
+    if let Some((_, _, task)) = &secrets {
+        task.abort();
+    }
     shared.queues.close();
     // Together: a standby replica's workers wait for leadership and end only when aborted.
     let finishing = futures::future::join_all(workers.iter_mut());

@@ -7,7 +7,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -239,8 +238,8 @@ impl Shared {
 pub struct TenantState {
     /// Its name.
     pub name: Arc<str>,
-    /// Its kubeconfig (a change restarts the tenant).
-    pub kubeconfig: PathBuf,
+    /// Where its kubeconfig comes from (a change restarts the tenant).
+    pub source: crate::tenant_secrets::Source,
     /// Writes into the tenant.
     pub writer: Writer,
     /// The tenant's caches, one per policy entry: every object of toSuper kinds, ferry's
@@ -271,7 +270,7 @@ impl TenantState {
         shared: &Shared,
         tenant: Tenant,
         clients: Clients,
-        kubeconfig: PathBuf,
+        source: crate::tenant_secrets::Source,
         identity: &str,
     ) -> Arc<Self> {
         let name: Arc<str> = tenant.as_str().into();
@@ -310,7 +309,7 @@ impl TenantState {
             ),
             names: RwLock::new(NameMap::new(tenant)),
             name,
-            kubeconfig,
+            source,
             caches: watched.caches,
             namespaces: watched.namespaces,
             recorder,

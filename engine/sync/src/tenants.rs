@@ -1,9 +1,11 @@
 //! The tenants supervisor: starts, primes, restarts and stops tenants so that exactly the
-//! configured ones run, and follows edits of the configuration file.
+//! configured ones run (the file's and the kubeconfig Secrets'), and follows edits of the
+//! configuration file and changes of the Secrets.
 //!
 //! ```text
 //!  SyncConfig tenants ─▶ apply ─┬─ new: connect ─▶ TenantState::start ─▶ prime ─▶ open queue
-//!                               ├─ kubeconfig changed: stop, start again
+//!  tenantSecrets ───────────────┤  (merged: a Secret's tenant never displaces a static one)
+//!                               ├─ kubeconfig changed (file path, Secret content): stop, start again
 //!                               └─ gone: stop (its super objects stay)
 //! ```
 
@@ -12,13 +14,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::config::{Config, TenantConfig};
+use ferry_core::config::Config;
 use ferry_core::policy::Direction;
 
 use crate::deps;
 use crate::key::{Key, Kind};
 use crate::object::{deleting, key_of};
 use crate::state::{Shared, TenantState};
+use crate::tenant_secrets::{merge, report, SecretTenants, Source, Wanted};
 
 /// How often the configuration file is read for changes.
 const CONFIG_POLL: Duration = Duration::from_secs(1);
@@ -63,17 +66,17 @@ pub struct Running {
 
 impl Running {
     /// Starts, restarts and stops tenants so that exactly `wanted` run.
-    pub async fn apply(&mut self, wanted: &[TenantConfig]) {
-        let current: Vec<(Arc<str>, PathBuf)> = self
+    pub async fn apply(&mut self, wanted: &[Wanted]) {
+        let current: Vec<(Arc<str>, Source)> = self
             .shared
             .all_tenants()
             .iter()
-            .map(|t| (t.name.clone(), t.kubeconfig.clone()))
+            .map(|t| (t.name.clone(), t.source.clone()))
             .collect();
-        for (name, kubeconfig) in &current {
+        for (name, source) in &current {
             let keep = wanted
                 .iter()
-                .any(|w| w.name.as_str() == &**name && &w.kubeconfig == kubeconfig);
+                .any(|w| w.name.as_str() == &**name && &w.source == source);
             if !keep {
                 self.stop(name);
             }
@@ -83,13 +86,23 @@ impl Running {
             if self.shared.tenant(w.name.as_str()).is_some() {
                 continue;
             }
-            match crate::client::clients(&w.kubeconfig).await {
+            let clients = match (&w.source, &w.kubeconfig) {
+                (Source::File(path), _) => crate::client::clients(path).await,
+                (source, Some(kubeconfig)) => {
+                    crate::client::clients_from(&source.to_string(), (**kubeconfig).clone()).await
+                }
+                (source, None) => Err(crate::client::Error {
+                    path: source.to_string(),
+                    message: "no kubeconfig".into(),
+                }),
+            };
+            match clients {
                 Ok(clients) => {
                     let tenant = TenantState::start(
                         &self.shared,
                         w.name.clone(),
                         clients,
-                        w.kubeconfig.clone(),
+                        w.source.clone(),
                         &self.identity,
                     );
                     tenant.own(tokio::spawn(prime(self.shared.clone(), tenant.clone())));
@@ -98,7 +111,7 @@ impl Running {
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
                         .insert(tenant.name.clone(), tenant);
-                    tracing::info!(tenant = %w.name.as_str(), kubeconfig = %w.kubeconfig.display(), "tenant added");
+                    tracing::info!(tenant = %w.name.as_str(), kubeconfig = %w.source, "tenant added");
                 }
                 Err(e) => {
                     tracing::error!(tenant = %w.name.as_str(), error = %e, "tenant not started");
@@ -130,11 +143,23 @@ impl Running {
     }
 }
 
-/// Reads the configuration file every second; tenant changes take effect at once, other
-/// changes need a restart (and say so).
-pub async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
+/// Reads the configuration file every second, and looks at the tenants of the Secrets
+/// (`secrets`, with the client of the cluster they are in); tenant changes take effect at
+/// once, other changes need a restart (and say so).
+pub async fn follow(
+    path: PathBuf,
+    mut config: Config,
+    mut running: Running,
+    secrets: Option<(Arc<SecretTenants>, kube::Client)>,
+) {
     let mut last = std::fs::read(&path).unwrap_or_default();
+    let mut seen = 0;
     loop {
+        let generation = secrets.as_ref().map_or(0, |(s, _)| s.generation());
+        if generation != seen {
+            seen = generation;
+            apply_all(&mut running, &config, secrets.as_ref()).await;
+        }
         tokio::time::sleep(CONFIG_POLL).await;
         let Ok(now) = std::fs::read(&path) else {
             continue;
@@ -155,14 +180,30 @@ pub async fn follow(path: PathBuf, mut config: Config, mut running: Running) {
                     config.supers = next.supers.clone();
                     config.placement = next.placement.clone();
                 }
-                running.apply(&next.tenants).await;
                 config.tenants = next.tenants;
+                apply_all(&mut running, &config, secrets.as_ref()).await;
             }
             Err(e) => {
                 tracing::error!(error = %e, "configuration not applied; the running one stays")
             }
         }
     }
+}
+
+/// Runs the static tenants of `config` and those of the Secrets; reports refused Secrets.
+pub async fn apply_all(
+    running: &mut Running,
+    config: &Config,
+    secrets: Option<&(Arc<SecretTenants>, kube::Client)>,
+) {
+    let Some((secrets, client)) = secrets else {
+        let wanted: Vec<Wanted> = config.tenants.iter().map(Wanted::file).collect();
+        running.apply(&wanted).await;
+        return;
+    };
+    let (wanted, refused) = merge(&config.tenants, secrets);
+    running.apply(&wanted).await;
+    report(client, &running.identity, secrets, &refused).await;
 }
 
 /// Whether `b` changes more than tenants, the supers' labels and cordons, and placement.

@@ -146,6 +146,12 @@ pub struct Settings {
     pub supers: Vec<serde_json::Value>,
     /// Placement rules, as the file writes them.
     pub placement: Vec<serde_json::Value>,
+    /// More of `spec`, merged over what the fields above write (a null removes a key).
+    pub spec: serde_json::Map<String, serde_json::Value>,
+    /// A command `ferry` runs under (its arguments follow), and environment variables for it.
+    pub launcher: Vec<String>,
+    /// Environment variables for ferry.
+    pub env: Vec<(String, String)>,
 }
 
 impl Settings {
@@ -161,6 +167,9 @@ impl Settings {
             clusters: Default::default(),
             supers: Vec::new(),
             placement: Vec::new(),
+            spec: Default::default(),
+            launcher: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -199,6 +208,13 @@ pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBu
         spec.insert("supers".into(), json!(supers));
         spec.insert("placement".into(), json!(settings.placement));
     }
+    let spec = config["spec"].as_object_mut().context("spec")?;
+    for (key, value) in &settings.spec {
+        match value {
+            serde_json::Value::Null => spec.remove(key),
+            v => spec.insert(key.clone(), v.clone()),
+        };
+    }
     let path = dir.join("ferry.yaml");
     std::fs::write(&path, serde_yaml::to_string(&config)?)?;
     Ok(path)
@@ -223,14 +239,23 @@ impl Ferry {
         let log = dir.join(log_name);
         let out = std::fs::File::create(&log)?;
         // The sync benchmark pins ferry to the super cluster's CPU.
-        let mut command = match std::env::var("FERRY_BENCH_FERRY_CPUS") {
-            Ok(cpus) => {
+        let mut command = match (
+            std::env::var("FERRY_BENCH_FERRY_CPUS"),
+            settings.launcher.split_first(),
+        ) {
+            (Ok(cpus), _) => {
                 let mut c = Command::new("taskset");
                 c.args(["-c", &cpus]).arg(ferry);
                 c
             }
-            Err(_) => Command::new(ferry),
+            (Err(_), Some((launcher, args))) => {
+                let mut c = Command::new(launcher);
+                c.args(args).arg(ferry);
+                c
+            }
+            (Err(_), None) => Command::new(ferry),
         };
+        command.envs(settings.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .args(["run", "--verbose", "--config"])
             .arg(&config)

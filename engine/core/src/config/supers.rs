@@ -17,10 +17,13 @@ use crate::policy::LabelSelector;
 pub const DEFAULT_SUPER: &str = "super";
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct SuperEntry {
     name: String,
-    kubeconfig: String,
+    #[serde(default)]
+    kubeconfig: Option<String>,
+    #[serde(default)]
+    in_cluster: bool,
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -42,8 +45,9 @@ pub(super) struct RuleEntry {
 pub struct SuperConfig {
     /// Its name: metrics label `cluster`, `ferry.dev/super` on tenant namespaces.
     pub name: String,
-    /// Its kubeconfig, resolved against the config file.
-    pub kubeconfig: PathBuf,
+    /// Its kubeconfig, resolved against the config file; `None`: the pod's service account
+    /// (`inCluster`).
+    pub kubeconfig: Option<PathBuf>,
     /// Labels placement rules select it by.
     pub labels: BTreeMap<String, String>,
     /// A cordoned super receives no new namespaces, and those placed there move away.
@@ -108,12 +112,21 @@ pub fn place(candidates: &[usize], current: Option<usize>, placed: &[usize]) -> 
 pub(super) fn supers(
     path: &Path,
     positions: &Positions,
-    single: Option<String>,
+    single: Option<super::Cluster>,
     entries: Option<Vec<SuperEntry>>,
 ) -> Result<Vec<SuperConfig>, Error> {
     let invalid = |at: &str, message: String| Error {
         at: positions.at(at),
         message,
+    };
+    // A kubeconfig, or the pod's service account (inCluster, or no kubeconfig at all).
+    let source = |at: &str, kubeconfig: Option<String>, in_cluster: bool| match kubeconfig {
+        Some(_) if in_cluster => Err(invalid(
+            at,
+            "kubeconfig and inCluster: true: expected one of them, found both".into(),
+        )),
+        Some(k) => Ok(Some(relative(path, &k))),
+        None => Ok(None),
     };
     let entries =
         match (single, entries) {
@@ -125,13 +138,13 @@ pub(super) fn supers(
             }
             (None, None) => return Err(invalid(
                 "spec",
-                "expected super: {kubeconfig: FILE} or supers: [{name, kubeconfig}], found neither"
+                "expected super: {kubeconfig: FILE} (or {inCluster: true}) or supers: [{name, kubeconfig}], found neither"
                     .into(),
             )),
-            (Some(kubeconfig), None) => {
+            (Some(cluster), None) => {
                 return Ok(vec![SuperConfig {
                     name: DEFAULT_SUPER.into(),
-                    kubeconfig: relative(path, &kubeconfig),
+                    kubeconfig: source("spec.super", cluster.kubeconfig, cluster.in_cluster)?,
                     labels: BTreeMap::new(),
                     cordoned: false,
                 }])
@@ -159,8 +172,8 @@ pub(super) fn supers(
             ));
         }
         out.push(SuperConfig {
+            kubeconfig: source(&format!("spec.supers[{i}]"), e.kubeconfig, e.in_cluster)?,
             name: e.name,
-            kubeconfig: relative(path, &e.kubeconfig),
             labels: e.labels,
             cordoned: e.cordoned,
         });
@@ -233,7 +246,7 @@ mod tests {
     fn s(name: &str, labels: &[(&str, &str)], cordoned: bool) -> SuperConfig {
         SuperConfig {
             name: name.into(),
-            kubeconfig: PathBuf::new(),
+            kubeconfig: Some(PathBuf::new()),
             labels: labels
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
