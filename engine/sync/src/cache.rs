@@ -273,8 +273,9 @@ fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
     Some(Value::Object(normalise(fields, resource)))
 }
 
-/// `apiVersion` and `kind` first (set from the resource), then the rest without
-/// `metadata.managedFields`.
+/// `apiVersion` and `kind` first (set from the resource), then the rest with
+/// `metadata.managedFields` reduced to the managers (whether ferry wrote an object is all
+/// that is read of them).
 pub fn normalise(
     fields: serde_json::Map<String, Value>,
     resource: &ApiResource,
@@ -291,7 +292,16 @@ pub fn normalise(
         }
         if k == "metadata" {
             if let Value::Object(meta) = &mut v {
-                meta.remove("managedFields");
+                if let Some(Value::Array(entries)) = meta.remove("managedFields") {
+                    let mut managers: Vec<Value> = Vec::new();
+                    for e in entries {
+                        let manager = e.get("manager").cloned().unwrap_or(Value::Null);
+                        if !managers.iter().any(|m| m["manager"] == manager) {
+                            managers.push(serde_json::json!({ "manager": manager }));
+                        }
+                    }
+                    meta.insert("managedFields".into(), Value::Array(managers));
+                }
             }
         }
         out.insert(k, v);

@@ -14,9 +14,28 @@ use crate::state::{Shared, TenantState};
 /// are found by the schema rules alone (transforms run after them), so no transform runs.
 pub fn record(shared: &Shared, tenant: &TenantState, key: &Key, object: &Value) {
     let translator = Translator::new(&shared.policy, None);
-    if let Ok(references) = translator.references(object.clone(), &tenant.names()) {
+    if let Ok(mut references) = translator.references(object.clone(), &tenant.names()) {
+        // What an object names as produced counts only once it translated whole (guard
+        // included): a refused object must not make anything flow up.
+        references.retain(|r| !r.produced);
         set(shared, tenant, key, &references);
     }
+}
+
+/// Forgets what `key` names as produced (it is refused): its dependencies stay, as its copy
+/// does.
+pub fn clear_produced(shared: &Shared, tenant: &TenantState, key: &Key) {
+    let kept: Vec<Key> = tenant
+        .ledger()
+        .refs
+        .targets(key)
+        .into_iter()
+        .filter(|t| match t.kind {
+            Kind::Resource(idx) => shared.policy.resources[idx].direction != Direction::Produced,
+            Kind::Namespace => true,
+        })
+        .collect();
+    update(shared, tenant, key, kept);
 }
 
 /// Records that `key` references exactly the dependencies among `references`.

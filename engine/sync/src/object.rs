@@ -36,6 +36,22 @@ pub fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     object.get("metadata")?.get("labels")?.get(key)?.as_str()
 }
 
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "ferry";
+
+/// Whether `object`'s managedFields (as the caches keep them: the managers) name ferry's
+/// field manager.
+pub fn managed_by_ferry(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER))
+        })
+}
+
 /// An annotation's value.
 pub fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     object
@@ -94,6 +110,9 @@ pub struct Ownership<'v> {
     pub uid: Option<&'v str>,
     /// Label `ferry.dev/from-super=true`: a tenant's copy of a public super object.
     pub from_super: bool,
+    /// ferry's field manager has written the object (metadata a super-side controller
+    /// stamps from a tenant's template cannot forge this).
+    pub managed: bool,
 }
 
 impl<'v> Ownership<'v> {
@@ -105,12 +124,15 @@ impl<'v> Ownership<'v> {
             name: annotation(object, ANN_TENANT_NAME),
             uid: annotation(object, ANN_TENANT_UID),
             from_super: label(object, LABEL_FROM_SUPER) == Some("true"),
+            managed: managed_by_ferry(object),
         }
     }
 
-    /// Whether a super object is ferry's copy of `key`'s tenant object.
+    /// Whether a super object is ferry's copy of `key`'s tenant object: ferry wrote it, and
+    /// its ownership metadata names the object.
     pub fn is_copy_of(&self, key: &Key, namespaced: bool) -> bool {
-        self.tenant == Some(&*key.tenant)
+        self.managed
+            && self.tenant == Some(&*key.tenant)
             && self.name == Some(key.name.as_str())
             && (!namespaced || self.namespace == Some(key.namespace.as_str()))
     }
@@ -148,14 +170,18 @@ mod tests {
 
     #[test]
     fn super_objects_name_their_tenant_object() {
-        let copy = json!({"metadata": {
+        let mut copy = json!({"metadata": {
             "name": "orders", "namespace": "team-a-shop",
             "labels": {"ferry.dev/tenant": "team-a"},
             "annotations": {"ferry.dev/tenant-namespace": "shop", "ferry.dev/tenant-name": "orders"},
         }});
-        let owner = Ownership::of(&copy);
-        let key = owner.key(Kind::Resource(3), true).unwrap();
+        let key = Ownership::of(&copy).key(Kind::Resource(3), true).unwrap();
         assert_eq!(key.to_string(), "team-a/shop/orders");
+        // The same metadata stamped by another writer (a controller's template) is not ferry's.
+        assert!(!Ownership::of(&copy).is_copy_of(&key, true));
+        copy["metadata"]["managedFields"] =
+            json!([{"manager": "external-secrets"}, {"manager": "ferry"}]);
+        let owner = Ownership::of(&copy);
         assert!(owner.is_copy_of(&key, true));
         let other = Key::new(&"team-b".into(), Kind::Resource(3), "shop", "orders");
         assert!(!owner.is_copy_of(&other, true));

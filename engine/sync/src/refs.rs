@@ -46,6 +46,11 @@ impl RefIndex {
         changed
     }
 
+    /// What `referrer` references.
+    pub fn targets(&self, referrer: &Key) -> Vec<Key> {
+        self.by_referrer.get(referrer).cloned().unwrap_or_default()
+    }
+
     /// What references `target`, in key order.
     pub fn referrers(&self, target: &Key) -> Vec<Key> {
         let mut out: Vec<Key> = self

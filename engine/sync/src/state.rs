@@ -24,7 +24,7 @@ use crate::client::Clients;
 use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::object::{deleting, Ownership};
+use crate::object::{deleting, key_of, Ownership};
 use crate::public::Catalog;
 use crate::queue::Queues;
 use crate::routing::tenant_router;
@@ -202,13 +202,23 @@ impl Shared {
                         let namespaced = resource.scope == Scope::Namespaced;
                         self.resync_owned(name, &s.caches[idx], kind, namespaced);
                     }
-                    // Produced objects in this tenant's super namespaces.
+                    // Produced objects in this tenant's super namespaces (known by ferry's
+                    // metadata on them, hashed names too).
                     Direction::Produced => {
-                        let names = tenant.names();
+                        let mine: BTreeMap<String, String> = s
+                            .namespaces
+                            .values()
+                            .iter()
+                            .filter_map(|n| {
+                                let key = Ownership::of(n).key(Kind::Namespace, false)?;
+                                let (super_ns, _) = key_of(n)?;
+                                (*key.tenant == **name).then_some((super_ns, key.name))
+                            })
+                            .collect();
                         for (ns, n) in s.caches[idx].keys() {
-                            if let Some(tenant_ns) = names.to_tenant(&ns) {
+                            if let Some(tenant_ns) = mine.get(&ns) {
                                 self.queues
-                                    .add_background(Key::new(name, kind, &tenant_ns, &n));
+                                    .add_background(Key::new(name, kind, tenant_ns, &n));
                             }
                         }
                     }

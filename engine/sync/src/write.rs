@@ -15,8 +15,7 @@ use crate::metrics::{labels, Metrics};
 
 mod upgrade;
 
-/// The field manager of every server-side apply.
-pub const FIELD_MANAGER: &str = "ferry";
+pub use crate::object::FIELD_MANAGER;
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -200,16 +199,12 @@ impl Writer {
         Ok(found.map(|o| value(o, resource)))
     }
 
-    /// Whether any object of `resource` exists, in any namespace (one LIST of at most one; a
-    /// kind not served holds none).
+    /// Whether any object of `resource` exists, in any namespace (one LIST of at most one).
     pub async fn holds_any(&self, resource: &ApiResource) -> Result<bool> {
         self.reachable()?;
         let params = kube::api::ListParams::default().limit(1);
-        match self.answered(self.api(resource, "").list_metadata(&params).await) {
-            Ok(list) => Ok(!list.items.is_empty()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        let list = self.answered(self.api(resource, "").list_metadata(&params).await)?;
+        Ok(!list.items.is_empty())
     }
 
     /// Server-side applies `desired` (field manager `ferry`, forcing conflicts: ferry is the

@@ -29,6 +29,13 @@ const ACTIONS: [&str; 7] = [
     "drop",
 ];
 
+/// The longest path text a rule may have.
+const MAX_PATH_CHARS: usize = 1024;
+/// The most segments of a path, as schemas are followed this deep.
+const MAX_DEPTH: usize = 64;
+/// The most fields one rule may mark (unions multiply).
+const MAX_PATHS: usize = 64;
+
 /// One step of a compiled path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Step {
@@ -148,6 +155,26 @@ fn mapped_once(node: &Node, path: &str) -> std::result::Result<(), (Location, St
         }
         mapped_once(child, &join(key))?;
     }
+    // Every value of a map shares its siblings: a reference there with a sibling namespace
+    // field would map that field once per value.
+    let shared = node
+        .values
+        .as_deref()
+        .into_iter()
+        .flat_map(|v| &v.rules)
+        .find(|a| {
+            a.jsonpath.is_some()
+                && matches!(&a.rule, Rule::Ref(r) if r.sibling_namespace().is_some())
+        });
+    if let Some(a) = shared {
+        return Err((
+            a.origin.clone(),
+            format!(
+                "{path}.*: {} names a sibling namespaceField, which every member of the map would map again",
+                a.describe()
+            ),
+        ));
+    }
     for (inner, suffix) in [(&node.items, "[*]"), (&node.values, ".*")] {
         if let Some(inner) = inner {
             mapped_once(inner, &format!("{path}{suffix}"))?;
@@ -226,8 +253,20 @@ fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)>
 }
 
 /// The paths `path` selects, as steps; why it cannot be a field rule's path.
-fn steps(path: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
-    let query = jsonpath_rust::parser::parse_json_path(path).map_err(|e| {
+fn steps(text: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
+    // Messages quote a long path by its start.
+    let path = match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    };
+    let path = path.as_str();
+    if text.len() > MAX_PATH_CHARS {
+        return Err(format!(
+            "path: {} characters, at most {MAX_PATH_CHARS} are allowed",
+            text.len()
+        ));
+    }
+    let query = jsonpath_rust::parser::parse_json_path(text).map_err(|e| {
         format!(
             "path: {path:?} is not an RFC 9535 JSONPath: {}",
             parse_error(&e.to_string())
@@ -263,6 +302,11 @@ fn steps(path: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
             }
         }
         out = next;
+        if out.len() > MAX_PATHS || out.first().is_some_and(|p| p.len() > MAX_DEPTH) {
+            return Err(format!(
+                "path {path:?}: at most {MAX_DEPTH} segments and {MAX_PATHS} fields (with ['a','b'] unions) per rule"
+            ));
+        }
     }
     Ok(out)
 }
@@ -331,7 +375,9 @@ fn insert(node: &mut Node, path: &[Step], rule: &Annotated) -> std::result::Resu
         None => add(node, rule),
         Some((Step::Name(name), rest)) => {
             if !node.fields.contains_key(name) {
-                let seeded = node.values.as_deref().map(field_rules).unwrap_or_default();
+                // A member no rule named yet is one of the map's values: it keeps what the
+                // schema (or a wildcard rule) says of every value.
+                let seeded = node.values.as_deref().cloned().unwrap_or_default();
                 node.fields.insert(name.clone(), seeded);
             }
             insert(node.fields.get_mut(name).expect("inserted"), rest, rule)
@@ -352,6 +398,22 @@ fn insert(node: &mut Node, path: &[Step], rule: &Annotated) -> std::result::Resu
 fn add(node: &mut Node, rule: &Annotated) -> std::result::Result<(), String> {
     if node.rules.iter().any(|r| r.rule == rule.rule) {
         return Ok(());
+    }
+    // One reference per field: the same one again (as a schema annotation says it, which
+    // also knows the field's type) is applied once; another would rewrite it twice.
+    if let Rule::Ref(new) = &rule.rule {
+        if let Some(existing) = node.rules.iter().find(|r| matches!(r.rule, Rule::Ref(_))) {
+            let Rule::Ref(old) = &existing.rule else {
+                unreachable!()
+            };
+            if same_target(old, new) {
+                return Ok(());
+            }
+            return Err(format!(
+                "the field already has a reference ({}); a second would rewrite it twice",
+                existing.describe()
+            ));
+        }
     }
     let (drop, owner) = (
         |r: &Rule| matches!(r, Rule::Drop),
@@ -380,34 +442,18 @@ fn add(node: &mut Node, rule: &Annotated) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// The part of `node` that field rules put there (to seed a member a later rule names).
-fn field_rules(node: &Node) -> Node {
-    Node {
-        rules: node
-            .rules
-            .iter()
-            .filter(|r| r.jsonpath.is_some())
-            .cloned()
-            .collect(),
-        fields: node
-            .fields
-            .iter()
-            .map(|(k, v)| (k.clone(), field_rules(v)))
-            .filter(|(_, v)| !v.is_empty())
-            .collect(),
-        items: node
-            .items
-            .as_deref()
-            .map(field_rules)
-            .filter(|n| !n.is_empty())
-            .map(Box::new),
-        values: node
-            .values
-            .as_deref()
-            .map(field_rules)
-            .filter(|n| !n.is_empty())
-            .map(Box::new),
-    }
+/// Whether two reference rules name the same target the same way (whatever each knows of the
+/// field's type).
+fn same_target(a: &crate::schema::RefRule, b: &crate::schema::RefRule) -> bool {
+    a.api_version == b.api_version
+        && a.kind == b.kind
+        && a.api_version_field == b.api_version_field
+        && a.kind_field == b.kind_field
+        && a.name_field == b.name_field
+        && a.namespace_field == b.namespace_field
+        && a.passthrough == b.passthrough
+        && a.format == b.format
+        && a.produced == b.produced
 }
 
 /// A compiled path as messages show it (`$.spec.tls[*].secretName`).

@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 /// Reduces a super copy to what flows up (type, metadata, status, super-owned fields).
 pub type Reduce = Arc<dyn Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync>;
 
-/// Metadata a reduced copy keeps: where it is, which version, whether it is going, and the
-/// labels and annotations ferry's ownership and digest are read from.
-const KEPT_METADATA: [&str; 7] = [
+/// Metadata a reduced copy keeps: where it is, which version, whether it is going, the
+/// labels and annotations ferry's ownership and digest are read from, and its managers.
+const KEPT_METADATA: [&str; 8] = [
     "name",
     "namespace",
     "uid",
@@ -22,6 +22,7 @@ const KEPT_METADATA: [&str; 7] = [
     "deletionTimestamp",
     "labels",
     "annotations",
+    "managedFields",
 ];
 
 /// One cached object.

@@ -13,6 +13,7 @@ fn copy(spec: Value, applied: &str) -> Value {
         "apiVersion": "example.com/v1", "kind": "Database",
         "metadata": {
             "name": "orders", "namespace": "team-a-shop", "uid": "c1", "resourceVersion": "7",
+            "managedFields": [{"manager": "ferry"}],
             "labels": {"ferry.dev/tenant": "team-a"},
             "annotations": {
                 "ferry.dev/tenant-namespace": "shop", "ferry.dev/tenant-name": "orders",

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use ferry_core::policy::{Direction, Resource};
 use ferry_core::translate::{Reason, Refusal};
+use std::sync::Arc;
+
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result};
+use crate::cache::Cache;
 use crate::compare::digest;
 use crate::decide::{self, Action};
 use crate::key::{slash, Key};
@@ -149,22 +152,45 @@ impl Reconciler<'_> {
             text("/spec/names/kind"),
             text("/spec/names/plural"),
         );
-        let versions = copy.pointer("/spec/versions").and_then(Value::as_array);
-        let version = versions
+        // A served version (the storage one when served).
+        let versions: Vec<&Value> = copy
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .filter(|v| v["served"] == true)
+            .collect();
+        let version = versions
+            .iter()
             .find(|v| v["storage"] == true)
+            .or(versions.first())
             .and_then(|v| v["name"].as_str())
             .unwrap_or("");
-        // Instances of a kind the policy syncs are in the caches; any other is listed.
-        let cached = self.shared.policy.resources.iter().position(|r| {
+        let established = copy
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Established" && c["status"] == "True");
+        // Instances of a kind the policy syncs down are in the caches (with ferry's own
+        // copies, if the kind also comes from the super cluster); any other is listed.
+        let caches: Vec<&Arc<Cache>> = self
+            .shared
+            .policy
+            .resources
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.group_kind.group == group && r.group_kind.kind == kind)
+            .map(|(i, _)| &self.tenant.caches[i])
+            .collect();
+        let synced_down = self.shared.policy.resources.iter().any(|r| {
             r.direction == Direction::ToSuper
                 && r.group_kind.group == group
                 && r.group_kind.kind == kind
         });
-        let held = match cached.map(|i| &self.tenant.caches[i]).filter(|c| c.ready()) {
-            Some(cache) => Ok(!cache.is_empty()),
-            None => {
+        let held = match synced_down && caches.iter().all(|c| c.ready()) {
+            true => Ok(caches.iter().any(|c| !c.is_empty())),
+            false => {
                 let api = ApiResource {
                     group: group.to_string(),
                     version: version.to_string(),
@@ -176,6 +202,13 @@ impl Reconciler<'_> {
             }
         };
         let name = text("/metadata/name");
+        // The kind not served by an established CRD: something is off, so nothing is lost by
+        // waiting; not established yet: it can hold nothing.
+        let held = match held {
+            Err(e) if e.code() == Some(404) && !established => Ok(false),
+            Err(e) if e.code() == Some(404) => Ok(true),
+            other => other,
+        };
         let message = match held {
             Ok(false) => return Ok(None),
             Ok(true) => format!("the super cluster no longer publishes CustomResourceDefinition {name}, but the tenant holds {kind} objects: the copy stays until they are gone (deleting it would delete them)"),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Resource, Scope};
 use ferry_core::schema::load::split_api_version;
-use ferry_core::translate::{Reason, Refusal};
+use ferry_core::translate::{Reason, Refusal, ANN_PRODUCED_FOR};
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result};
@@ -22,6 +22,9 @@ use crate::key::{slash, Key, Kind};
 use crate::ledger::Part;
 use crate::object::{deleting, uid, Ownership};
 use crate::placement;
+
+/// While a copy waits for what it was produced for to be reconciled, look again this often.
+const AWAIT_PRODUCER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The tenant object a super object was produced for.
 struct Producer {
@@ -45,6 +48,8 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         };
         let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        // A hashed super namespace name is read back (going up) only once learnt.
+        self.tenant.learn(namespace);
         let super_ns = self.tenant.names().to_super(namespace);
         // Only the super the namespace runs in (not a migration's other one) produces.
         let hosts = placement::hosts(self.shared, self.tenant, namespace);
@@ -75,6 +80,11 @@ impl Reconciler<'_> {
             }
             _ => None,
         };
+        // After a restart, what a copy says it was produced for may not have been reconciled
+        // yet (and so not named it again): wait for that rather than delete the copy.
+        if desired.is_none() && self.awaits_producer(key, copy.as_deref()) {
+            return Ok(Outcome::again(AWAIT_PRODUCER));
+        }
         let hash = desired.as_ref().map(digest).unwrap_or_default();
         let wrote = copy
             .as_deref()
@@ -111,13 +121,24 @@ impl Reconciler<'_> {
                 return Ok(Outcome::default());
             }
             Action::Create(body) => writer.create(api, &body).await?,
-            Action::Replace(body) => {
-                let out = writer.replace(api, &body).await?;
-                if copy.is_some() {
-                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "updated a produced copy (the super object changed, or a tenant edit is reverted)");
+            Action::Replace(body) => match writer.replace(api, &body).await {
+                Ok(out) => {
+                    if copy.is_some() {
+                        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "updated a produced copy (the super object changed, or a tenant edit is reverted)");
+                    }
+                    out
                 }
-                out
-            }
+                // A field that cannot change (a tenant made the copy immutable, or the super
+                // object's type changed): the copy is made anew, nothing is lost.
+                Err(e) if e.code() == Some(422) && copy.is_some() => {
+                    let found = copy.as_deref().map(uid).unwrap_or_default().to_string();
+                    writer.delete(api, namespace, name, &found).await?;
+                    tenant_cache.forget(namespace, name);
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "a produced copy cannot change in place ({e}); it is made anew");
+                    return Ok(Outcome::again(super::LOOK_AGAIN));
+                }
+                Err(e) => return Err(e),
+            },
             _ => {
                 self.set_synced(key, desired.is_some());
                 if desired.is_some() {
@@ -183,6 +204,33 @@ impl Reconciler<'_> {
             label: label(&referrer)?,
             key: referrer,
         })
+    }
+
+    /// Whether the copy `copy` of `key` says it was produced for a tenant object that exists
+    /// and has not been reconciled since ferry started.
+    fn awaits_producer(&self, key: &Key, copy: Option<&Value>) -> bool {
+        let Some(label) = copy.and_then(|c| crate::object::annotation(c, ANN_PRODUCED_FOR)) else {
+            return false;
+        };
+        let mut parts = label.splitn(3, '/');
+        let (Some(group), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        let policy = &self.shared.policy;
+        let Some(idx) = policy.resources.iter().position(|r| {
+            r.direction == Direction::ToSuper
+                && r.group_kind.group == group
+                && r.group_kind.kind == kind
+        }) else {
+            return false;
+        };
+        let referrer = key.sibling(Kind::Resource(idx), &key.namespace, name);
+        if self.tenant_object(&referrer).is_none() {
+            return false;
+        }
+        let ledger = self.tenant.ledger();
+        !ledger.synced.contains(&referrer) && !ledger.refusals.contains_key(&referrer)
     }
 
     /// The tenant object `key` names, from the caches, unless it is being deleted.

@@ -90,8 +90,12 @@ impl Reconciler<'_> {
                 Ok(translated) => Some((object, translated)),
                 Err(refusal) => {
                     self.refuse(key, Some(&object), &refusal).await;
-                    // Out of the selection: its copy goes. Other refusals leave the copy.
+                    // Out of the selection: its copy goes. Other refusals leave the copy (and
+                    // its dependencies), but nothing it names flows up any more.
                     if refusal.reason != Reason::NotSelected {
+                        if !resource.dependency {
+                            deps::clear_produced(self.shared, self.tenant, key);
+                        }
                         return Ok(Outcome::default());
                     }
                     None

@@ -8,6 +8,7 @@ use super::{
     properties_of, property_default, Compiler, Shape, EXTENSIONS, KUSTOMIZE_API_VERSION,
     KUSTOMIZE_KIND, KUSTOMIZE_NAME_KEY, REF_KEYS,
 };
+use crate::naming::RESERVED_PREFIX;
 use crate::schema::{Annotated, Node, RefFormat, RefRule, Result, Rule};
 
 impl Compiler<'_> {
@@ -265,6 +266,27 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
         return Err((
             None,
             format!("{what} needs apiVersion or apiVersionField (use \"v1\" for core kinds)"),
+        ));
+    }
+    let fields = [
+        ("apiVersionField", &rule.api_version_field),
+        ("kindField", &rule.kind_field),
+        ("namespaceField", &rule.namespace_field),
+        ("nameField", &Some(rule.name_field.clone())),
+    ];
+    if let Some((key, Some(value))) = fields
+        .iter()
+        .find(|(_, v)| v.as_deref().is_some_and(|v| v.starts_with(RESERVED_PREFIX)))
+    {
+        return Err((
+            Some(key.to_string()),
+            format!("{what}.{key}: {value:?} is under {RESERVED_PREFIX}, whose keys are ferry's"),
+        ));
+    }
+    if rule.produced && (rule.namespace_field.is_some() || format == RefFormat::NamespacedName) {
+        return Err((
+            Some("produced".into()),
+            format!("{what}.produced: what is produced for an object is in the object's own namespace; a produced reference takes no namespaceField or namespacedName"),
         ));
     }
     if format == RefFormat::NamespacedName

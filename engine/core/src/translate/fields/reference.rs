@@ -134,6 +134,15 @@ impl Fields<'_> {
                 if let (true, Some(key)) = (decision.map_namespace, ns_key) {
                     self.reference_namespace(annotated, key, fields, path)?;
                 }
+                // A field rule does not know whether the reference is a string (its namespace
+                // beside it) or an object: the sibling is a namespace either way.
+                if let (true, Some(siblings), Some(key)) = (
+                    decision.map_namespace,
+                    siblings,
+                    rule.sibling_namespace().filter(|_| !rule.on_string),
+                ) {
+                    self.reference_namespace(annotated, key, siblings, &path.parent())?;
+                }
                 Ok(())
             }
             other => Err(Refusal::new(

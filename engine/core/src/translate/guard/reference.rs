@@ -50,6 +50,23 @@ impl Guard<'_> {
             }
             return self.reference(&rule.as_object(), &Value::Object(object), None, path);
         }
+        // A field rule does not know whether the reference is a string or an object: with a
+        // namespaceField, the sibling of that name is a namespace either way.
+        if let (Value::Object(_), Some(key), Some(parent)) = (
+            value,
+            rule.sibling_namespace().filter(|_| !rule.on_string),
+            parent,
+        ) {
+            if let Some(ns) = parent.get(key) {
+                let public = rule
+                    .target(Some(parent))
+                    .and_then(|(g, k)| self.policy.resource(g, k))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if !public {
+                    self.namespace(ns, &path.parent().key(key))?;
+                }
+            }
+        }
         let (fields, name, ns_key, name_path) = match value {
             Value::Null => return Ok(()),
             Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),

@@ -39,6 +39,17 @@ impl Guard<'_> {
             Value::Object(m) => m,
             other => return Err(not_a_selector(path, other)),
         };
+        // Anything beside matchLabels and matchExpressions (a schema checks this when it
+        // annotates; a field rule cannot) would select beside the tenant's scope.
+        if let Some(key) = selector
+            .keys()
+            .find(|k| !matches!(k.as_str(), "matchLabels" | "matchExpressions"))
+        {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}.{key}: a scoped LabelSelector holds only matchLabels and matchExpressions"),
+            ));
+        }
         let tenant = self.names.tenant().as_str();
         let found = selector
             .get("matchLabels")
