@@ -41,8 +41,10 @@ const MAX_PATHS: usize = 64;
 enum Step {
     /// A named member.
     Name(String),
-    /// Every element of a list or member of an object.
-    Any,
+    /// Every element of a list (`[*]`).
+    Items,
+    /// Every member of an object (`.*`).
+    Members,
 }
 
 /// `plan` with `entries`, the `fields` of the resource at `resource` (`spec.resources[0]`),
@@ -73,7 +75,12 @@ pub fn compile(
             allowed(path, &rule).map_err(|m| invalid("path", m))?;
         }
         let removes = matches!(rule, Rule::Drop | Rule::OwnerSuper);
-        if removes && paths.iter().flatten().any(|s| *s == Step::Any) {
+        if removes
+            && paths
+                .iter()
+                .flatten()
+                .any(|s| matches!(s, Step::Items | Step::Members))
+        {
             return Err(invalid(
                 "path",
                 format!(
@@ -272,8 +279,12 @@ fn steps(text: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
             parse_error(&e.to_string())
         )
     })?;
+    // RFC 9535 reads `[*]` and `.*` alike; a rule reads `[*]` as every element of a list and
+    // `.*` as every member of an object, as a schema's items and additionalProperties, so
+    // that the guard refuses a value of the other shape.
+    let dotted = dotted_wildcards(text);
     let mut out = vec![Vec::new()];
-    for segment in &query.segments {
+    for (index, segment) in query.segments.iter().enumerate() {
         let selectors: Vec<&Selector> = match segment {
             Segment::Selector(s) => vec![s],
             Segment::Selectors(s) => s.iter().collect(),
@@ -288,7 +299,8 @@ fn steps(text: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
             for selector in &selectors {
                 let step = match selector {
                     Selector::Name(name) => Step::Name(name.clone()),
-                    Selector::Wildcard => Step::Any,
+                    Selector::Wildcard if dotted.contains(&index) => Step::Members,
+                    Selector::Wildcard => Step::Items,
                     Selector::Index(_) | Selector::Slice(..) => return Err(format!(
                         "path {path:?}: {selector} selects elements by position; a rule marks a field of every object alike (use [*] for every element)"
                     )),
@@ -309,6 +321,60 @@ fn steps(text: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
         }
     }
     Ok(out)
+}
+
+/// The indexes of the segments of `path` (a valid JSONPath) written `.*`.
+fn dotted_wildcards(path: &str) -> Vec<usize> {
+    let chars: Vec<char> = path.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut segment) = (1, 0);
+    while i < chars.len() {
+        match chars[i] {
+            c if c.is_whitespace() => i += 1,
+            '.' => {
+                i += 1;
+                if chars.get(i) == Some(&'*') {
+                    out.push(segment);
+                    i += 1;
+                } else {
+                    while i < chars.len()
+                        && !matches!(chars[i], '.' | '[')
+                        && !chars[i].is_whitespace()
+                    {
+                        i += 1;
+                    }
+                }
+                segment += 1;
+            }
+            '[' => {
+                // To the matching bracket, past quoted names.
+                let mut depth = 0;
+                let mut quote: Option<char> = None;
+                while i < chars.len() {
+                    let c = chars[i];
+                    match quote {
+                        Some(_) if c == '\\' => i += 1,
+                        Some(q) if c == q => quote = None,
+                        Some(_) => {}
+                        None if c == '\'' || c == '"' => quote = Some(c),
+                        None if c == '[' => depth += 1,
+                        None if c == ']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        None => {}
+                    }
+                    i += 1;
+                }
+                i += 1;
+                segment += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
 }
 
 /// A parser's multi-line error as one line: `at character N: expected X`.
@@ -342,7 +408,7 @@ fn allowed(path: &[Step], rule: &Rule) -> std::result::Result<(), String> {
     }
     match path {
         [] => Err("path $ is the whole object; name the field the rule marks".into()),
-        [Step::Any, ..] => Err(format!(
+        [Step::Items | Step::Members, ..] => Err(format!(
             "{shown}: a rule at the top level names its field (a wildcard would take in apiVersion, kind and metadata)"
         )),
         [Step::Name(top), ..] if top == "apiVersion" || top == "kind" => Err(format!(
@@ -382,8 +448,10 @@ fn insert(node: &mut Node, path: &[Step], rule: &Annotated) -> std::result::Resu
             }
             insert(node.fields.get_mut(name).expect("inserted"), rest, rule)
         }
-        Some((Step::Any, rest)) => {
-            insert(node.items.get_or_insert_with(Default::default), rest, rule)?;
+        Some((Step::Items, rest)) => {
+            insert(node.items.get_or_insert_with(Default::default), rest, rule)
+        }
+        Some((Step::Members, rest)) => {
             insert(node.values.get_or_insert_with(Default::default), rest, rule)?;
             for child in node.fields.values_mut() {
                 insert(child, rest, rule)?;
@@ -461,7 +529,8 @@ fn show(path: &[Step]) -> String {
     let mut out = String::from("$");
     for step in path {
         match step {
-            Step::Any => out.push_str("[*]"),
+            Step::Items => out.push_str("[*]"),
+            Step::Members => out.push_str(".*"),
             Step::Name(n)
                 if !n.is_empty()
                     && n.chars()

@@ -17,7 +17,13 @@ fn compiles_names_and_wildcards() {
         ["$.metadata.annotations[\"nginx.ingress.kubernetes.io/auth-secret\"]"]
     );
     assert_eq!(paths("$.spec['a','b'].c"), ["$.spec.a.c", "$.spec.b.c"]);
-    assert_eq!(paths("$.spec.*.c"), ["$.spec[*].c"]);
+    // `.*` marks the members of an object, `[*]` the elements of a list.
+    assert_eq!(paths("$.spec.*.c"), ["$.spec.*.c"]);
+    assert_eq!(paths("$.spec[*].c"), ["$.spec[*].c"]);
+    assert_eq!(
+        paths("$['spec'] [ 'a.b' ].*[*]['x]y'].*"),
+        ["$.spec[\"a.b\"].*[*][\"x]y\"].*"]
+    );
 }
 
 #[test]
@@ -78,7 +84,8 @@ fn a_wildcard_marks_named_members_too() {
     assert!(spec.fields["a"].fields["y"].has(|r| *r == Rule::Text));
     assert!(spec.fields["b"].fields["y"].has(|r| *r == Rule::Text));
     assert!(spec.values.as_ref().unwrap().fields["y"].has(|r| *r == Rule::Text));
-    assert!(spec.items.as_ref().unwrap().fields["y"].has(|r| *r == Rule::Text));
+    assert!(spec.items.is_none(), "`.*` marks no list elements");
+    assert!(spec.values.as_ref().unwrap().fields["y"].has(|r| *r == Rule::Text));
     let mut twice = root.clone();
     insert(
         &mut twice,
