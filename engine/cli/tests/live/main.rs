@@ -3,6 +3,7 @@
 //! bound only to the ClusterRoles `ferry rbac --policy policies` prints. Scenarios run one at a
 //! time (each starts its own ferry, and two ferrys on the same tenants would share the work).
 
+mod cluster;
 mod crds;
 mod faults;
 mod gateway;
@@ -225,6 +226,20 @@ mod admin_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn several_supers() {
         super::supers::several_supers(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_cluster_super() {
+        super::cluster::in_cluster_super(super::Identity::Rbac)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tenants_from_secrets() {
+        super::cluster::tenants_from_secrets(super::Identity::Admin)
             .await
             .unwrap();
     }
