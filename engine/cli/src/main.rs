@@ -9,6 +9,7 @@
 //!
 //! Exit codes: 0 ok; 1 usage or policy/schema/transform load error; 3 a document refused.
 
+mod deploy;
 mod documents;
 mod translate;
 
@@ -66,11 +67,31 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Print the least-privilege ClusterRoles for the super and tenant sides.
+    /// Print the least-privilege ClusterRoles for the super and tenant sides (and, with
+    /// --config, the Role reading tenantSecrets).
     Rbac {
-        /// A policy file, or a directory of them.
+        /// A policy file, or a directory of them (default: the policy of --config).
+        #[arg(long, required_unless_present = "config")]
+        policy: Option<PathBuf>,
+        /// A SyncConfig: its policy, and its tenantSecrets namespace.
         #[arg(long)]
-        policy: PathBuf,
+        config: Option<PathBuf>,
+    },
+    /// Print the manifests that run ferry in its (first) super cluster, or what to apply in a
+    /// tenant's cluster.
+    Manifests {
+        /// The SyncConfig.
+        #[arg(long)]
+        config: PathBuf,
+        /// The container image.
+        #[arg(long, default_value = concat!("ferry:", env!("CARGO_PKG_VERSION")))]
+        image: String,
+        /// Replicas (more than one turns leader election on).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+        replicas: u32,
+        /// Print what to apply in this tenant's cluster instead.
+        #[arg(long)]
+        tenant: Option<String>,
     },
     /// Policy maintenance.
     Policy {
@@ -161,7 +182,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             log_format,
             verbose,
         } => live(config, leader_elect, log_format, verbose),
-        Command::Rbac { policy } => rbac(&policy),
+        Command::Rbac { policy, config } => deploy::rbac(policy.as_deref(), config.as_deref()),
+        Command::Manifests {
+            config,
+            image,
+            replicas,
+            tenant,
+        } => deploy::manifests(&config, image, replicas, tenant.as_deref()),
         Command::Policy {
             command: PolicyCommand::Pin { policy },
         } => pin(&policy),
@@ -224,21 +251,6 @@ fn check(policy_path: &std::path::Path, against: Option<&std::path::Path>) -> an
         policy.transforms.len(),
         warnings.len()
     );
-    Ok(0)
-}
-
-fn rbac(policy_path: &std::path::Path) -> anyhow::Result<u8> {
-    let policy = match ferry_core::policy::load(policy_path) {
-        Ok(p) => p,
-        Err(e) => {
-            return Ok(fail(&e));
-        }
-    };
-    let docs: Vec<String> = ferry_core::rbac::cluster_roles(&policy)
-        .iter()
-        .map(documents::to_yaml)
-        .collect::<anyhow::Result<_>>()?;
-    print!("{}", docs.join("---\n"));
     Ok(0)
 }
 

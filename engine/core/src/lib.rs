@@ -17,6 +17,7 @@
 pub mod check;
 pub mod config;
 pub mod locate;
+pub mod manifests;
 pub mod naming;
 pub mod policy;
 pub mod rbac;

@@ -146,6 +146,25 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
     ]
 }
 
+/// The Role in the namespace of `tenantSecrets` (`namespace`): reading the kubeconfig Secrets
+/// there (no Secret anywhere else) and Events on those it refuses.
+pub fn tenant_secrets_role(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": "ferry-tenant-secrets",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "super"},
+        },
+        "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        ],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::plural;

@@ -1,0 +1,455 @@
+//! `ferry manifests`: everything to run ferry in its first super cluster, from a SyncConfig —
+//! its namespace and service account, the ClusterRole of `ferry rbac` bound to it (and the
+//! Role for `tenantSecrets`), a ConfigMap with the configuration, policies, schemas and
+//! transforms (their tree kept, so relative paths still hold), a Secret with the static
+//! tenants' kubeconfigs, a hardened Deployment, a PodDisruptionBudget and a metrics Service;
+//! and, per tenant, what to apply there.
+//!
+//! ```text
+//!  SyncConfig + Policy ─▶ files (common root) ─▶ ConfigMap items ─┐
+//!  config rewritten (inCluster, /etc/ferry-kubeconfigs, 0.0.0.0) ──┼─▶ Deployment …
+//!  rbac::cluster_roles ─▶ ClusterRole + ClusterRoleBinding ─────────┘
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::naming::hex;
+use crate::policy::Policy;
+
+/// Where the configuration tree is mounted in the pod.
+pub const CONFIG_DIR: &str = "/etc/ferry";
+/// Where the static tenants' (and other supers') kubeconfigs are mounted.
+pub const KUBECONFIG_DIR: &str = "/etc/ferry-kubeconfigs";
+/// The user and group the container runs as (not root).
+pub const RUN_AS: u32 = 65532;
+
+const NAME: &str = "ferry";
+
+/// A reason the manifests cannot be made.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct Error {
+    /// The file at fault.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What to deploy: the image and how many replicas (leader election on above one).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The container image.
+    pub image: String,
+    /// Replicas of the Deployment.
+    pub replicas: u32,
+}
+
+/// The super cluster's manifests, and warnings (kubeconfigs that read local files, which
+/// the pod will not have).
+pub struct Manifests {
+    /// The documents, in the order to apply them.
+    pub documents: Vec<Value>,
+    /// What to look at before applying.
+    pub warnings: Vec<String>,
+}
+
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "sync"})
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> Value {
+    let mut m = json!({"name": name, "labels": labels()});
+    if let Some(ns) = namespace {
+        m["namespace"] = json!(ns);
+    }
+    m
+}
+
+/// Every file the running configuration reads, canonical: the config, the policy files, the
+/// schemas and the transforms.
+fn files(config_path: &Path, policy: &Policy) -> Result<Vec<PathBuf>, Error> {
+    let mut out = vec![config_path.to_path_buf()];
+    out.extend(policy.files.iter().cloned());
+    for r in &policy.resources {
+        if !r.plan.file.is_empty() {
+            out.push(PathBuf::from(&r.plan.file));
+        }
+    }
+    out.extend(policy.transforms.values().map(|t| t.file.clone()));
+    let mut canonical = Vec::new();
+    for f in out {
+        let c = f.canonicalize().map_err(|e| Error {
+            path: f.display().to_string(),
+            message: e.to_string(),
+        })?;
+        if !canonical.contains(&c) {
+            canonical.push(c);
+        }
+    }
+    Ok(canonical)
+}
+
+/// The deepest directory holding every one of `files`.
+fn common_root(files: &[PathBuf]) -> PathBuf {
+    let mut root = files[0].parent().map(Path::to_path_buf).unwrap_or_default();
+    while !files.iter().all(|f| f.starts_with(&root)) {
+        if !root.pop() {
+            break;
+        }
+    }
+    root
+}
+
+/// A ConfigMap key for a path (keys hold no `/`).
+fn key_of(relative: &str) -> String {
+    relative
+        .chars()
+        .map(|c| match c {
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') => c,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// The super cluster's manifests for the SyncConfig at `config_path`.
+pub fn super_cluster(
+    config_path: &Path,
+    config: &Config,
+    policy: &Policy,
+    options: &Options,
+) -> Result<Manifests, Error> {
+    let namespace = config.leader_election.namespace.as_str();
+    let files = files(config_path, policy)?;
+    let root = common_root(&files);
+    let mut data = Map::new();
+    let mut items = Vec::new();
+    let mut config_mount = String::new();
+    for (i, f) in files.iter().enumerate() {
+        let relative = f
+            .strip_prefix(&root)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
+        let key = key_of(&relative);
+        if data.contains_key(&key) {
+            return Err(Error {
+                path: f.display().to_string(),
+                message: format!("two files map to ConfigMap key {key:?}; rename one"),
+            });
+        }
+        let text = std::fs::read_to_string(f).map_err(|e| Error {
+            path: f.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let text = if i == 0 {
+            config_mount = format!("{CONFIG_DIR}/{relative}");
+            rewritten(&text, config, options).map_err(|message| Error {
+                path: f.display().to_string(),
+                message,
+            })?
+        } else {
+            text
+        };
+        data.insert(key.clone(), Value::String(text));
+        items.push(json!({"key": key, "path": relative}));
+    }
+    let digest = hex(&Sha256::digest(
+        serde_json::to_vec(&data).unwrap_or_default(),
+    ));
+    let (kubeconfigs, mut warnings) = kubeconfigs(config)?;
+    let mut documents = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(namespace, None)}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, Some(namespace))}),
+    ];
+    let mut roles = crate::rbac::cluster_roles(policy);
+    let super_role = roles.remove(0);
+    documents.push(super_role);
+    documents.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": meta("ferry-super", None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ferry-super"},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+    }));
+    if let Some(ts) = &config.tenant_secrets {
+        documents.push(crate::rbac::tenant_secrets_role(&ts.namespace));
+        documents.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta("ferry-tenant-secrets", Some(&ts.namespace)),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ferry-tenant-secrets"},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        }));
+    }
+    documents.push(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta("ferry-config", Some(namespace)),
+        "data": data,
+    }));
+    if !kubeconfigs.is_empty() {
+        documents.push(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta("ferry-kubeconfigs", Some(namespace)),
+            "type": "Opaque",
+            "stringData": kubeconfigs,
+        }));
+    }
+    let port = config.metrics_address.port();
+    documents.push(deployment(
+        namespace,
+        options,
+        &config_mount,
+        &digest,
+        items,
+        port,
+        !kubeconfigs.is_empty(),
+    ));
+    let budget = if options.replicas > 1 {
+        json!({"minAvailable": 1})
+    } else {
+        json!({"maxUnavailable": 1})
+    };
+    let mut pdb = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(NAME, Some(namespace)),
+        "spec": {"selector": {"matchLabels": labels()}},
+    });
+    for (k, v) in budget.as_object().into_iter().flatten() {
+        pdb["spec"][k] = v.clone();
+    }
+    documents.push(pdb);
+    documents.push(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta("ferry-metrics", Some(namespace)),
+        "spec": {
+            "selector": labels(),
+            "ports": [{"name": "metrics", "port": port, "targetPort": "metrics"}],
+        },
+    }));
+    if config.tenants.is_empty() && config.tenant_secrets.is_none() {
+        warnings.push("the configuration names no tenant and no tenantSecrets".into());
+    }
+    Ok(Manifests {
+        documents,
+        warnings,
+    })
+}
+
+/// The configuration as the pod reads it: the first super through the service account, the
+/// other kubeconfigs from the Secret, metrics on every interface, leader election with
+/// several replicas.
+fn rewritten(text: &str, config: &Config, options: &Options) -> Result<String, String> {
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let spec = doc
+        .get_mut("spec")
+        .and_then(serde_yaml::Value::as_mapping_mut)
+        .ok_or("spec: expected a mapping")?;
+    if spec.contains_key("super") {
+        spec.insert(
+            "super".into(),
+            serde_yaml::to_value(json!({"inCluster": true})).map_err(|e| e.to_string())?,
+        );
+    }
+    if let Some(serde_yaml::Value::Sequence(supers)) = spec.get_mut("supers") {
+        for (i, s) in supers.iter_mut().enumerate() {
+            let Some(m) = s.as_mapping_mut() else {
+                continue;
+            };
+            m.remove("kubeconfig");
+            if i == 0 {
+                m.insert("inCluster".into(), true.into());
+            } else {
+                let name = config.supers[i].name.clone();
+                m.insert(
+                    "kubeconfig".into(),
+                    format!("{KUBECONFIG_DIR}/super-{name}.kubeconfig").into(),
+                );
+            }
+        }
+    }
+    if let Some(serde_yaml::Value::Sequence(tenants)) = spec.get_mut("tenants") {
+        for t in tenants.iter_mut() {
+            let Some(m) = t.as_mapping_mut() else {
+                continue;
+            };
+            let name = m
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string();
+            m.insert(
+                "kubeconfig".into(),
+                format!("{KUBECONFIG_DIR}/{name}.kubeconfig").into(),
+            );
+        }
+    }
+    let port = config.metrics_address.port();
+    spec.insert(
+        "metrics".into(),
+        serde_yaml::to_value(json!({"address": format!("0.0.0.0:{port}")}))
+            .map_err(|e| e.to_string())?,
+    );
+    if options.replicas > 1 {
+        let le = &config.leader_election;
+        spec.insert(
+            "leaderElection".into(),
+            serde_yaml::to_value(
+                json!({"enabled": true, "namespace": le.namespace, "lease": le.lease}),
+            )
+            .map_err(|e| e.to_string())?,
+        );
+    }
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+/// The static tenants' and the other supers' kubeconfigs, by Secret key; warnings for those
+/// that read local files or run commands (the pod has neither).
+fn kubeconfigs(config: &Config) -> Result<(Map<String, Value>, Vec<String>), Error> {
+    let mut out = Map::new();
+    let mut warnings = Vec::new();
+    let entries = config
+        .supers
+        .iter()
+        .skip(1)
+        .filter_map(|s| {
+            Some((
+                format!("super-{}.kubeconfig", s.name),
+                s.kubeconfig.clone()?,
+            ))
+        })
+        .chain(config.tenants.iter().map(|t| {
+            (
+                format!("{}.kubeconfig", t.name.as_str()),
+                t.kubeconfig.clone(),
+            )
+        }));
+    for (key, path) in entries {
+        let text = std::fs::read_to_string(&path).map_err(|e| Error {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        for field in [
+            "certificate-authority:",
+            "client-certificate:",
+            "client-key:",
+            "tokenFile:",
+            "exec:",
+            "auth-provider:",
+        ] {
+            if text.lines().any(|l| l.trim_start().starts_with(field)) {
+                warnings.push(format!(
+                    "{}: {} is not in the pod; embed it (the *-data fields, a token)",
+                    path.display(),
+                    field.trim_end_matches(':')
+                ));
+            }
+        }
+        out.insert(key, Value::String(text));
+    }
+    Ok((out, warnings))
+}
+
+fn deployment(
+    namespace: &str,
+    options: &Options,
+    config: &str,
+    digest: &str,
+    items: Vec<Value>,
+    port: u16,
+    kubeconfigs: bool,
+) -> Value {
+    let mut args = vec!["run", "--config", config, "--log-format", "json"];
+    if options.replicas > 1 {
+        args.push("--leader-elect");
+    }
+    let mut volumes = vec![
+        json!({"name": "config", "configMap": {"name": "ferry-config", "items": items}}),
+        json!({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}),
+    ];
+    let mut mounts = vec![
+        json!({"name": "config", "mountPath": CONFIG_DIR, "readOnly": true}),
+        json!({"name": "tmp", "mountPath": "/tmp"}),
+    ];
+    if kubeconfigs {
+        volumes.push(json!({"name": "kubeconfigs", "secret": {"secretName": "ferry-kubeconfigs", "defaultMode": 0o440}}));
+        mounts.push(json!({"name": "kubeconfigs", "mountPath": KUBECONFIG_DIR, "readOnly": true}));
+    }
+    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": period, "timeoutSeconds": 2});
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(NAME, Some(namespace)),
+        "spec": {
+            "replicas": options.replicas,
+            "selector": {"matchLabels": labels()},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {
+                    "labels": labels(),
+                    // A new configuration rolls the pods.
+                    "annotations": {"ferry.dev/config-sha256": digest},
+                },
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
+                        "fsGroup": RUN_AS,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [{
+                        "name": NAME,
+                        "image": options.image,
+                        "args": args,
+                        "env": [{"name": "HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "ports": [{"name": "metrics", "containerPort": port}],
+                        "livenessProbe": probe("/healthz", 10),
+                        "readinessProbe": probe("/readyz", 5),
+                        "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 2, "failureThreshold": 30},
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "128Mi"},
+                            "limits": {"cpu": "2", "memory": "1Gi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    })
+}
+
+/// What to apply in tenant `tenant`'s cluster: a namespace and service account for ferry,
+/// and the ClusterRole of `ferry rbac` bound to it (make ferry's kubeconfig for the tenant
+/// from that account's token).
+pub fn tenant(policy: &Policy, tenant: &str, namespace: &str) -> Vec<Value> {
+    let role = crate::rbac::cluster_roles(policy).remove(1);
+    let _ = tenant;
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(namespace, None)}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, Some(namespace))}),
+        role,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta("ferry-tenant", None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ferry-tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        }),
+    ]
+}
