@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::locate::{yaml_message, Location, Positions};
@@ -32,56 +33,80 @@ pub struct Error {
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[derive(Deserialize)]
+/// A SyncConfig: what `ferry run` syncs, between which clusters.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "SyncConfig")]
 struct File {
+    /// `ferry.dev/v1alpha1`.
     api_version: String,
+    /// `SyncConfig`.
     kind: String,
+    /// Name and labels; informational.
     #[serde(default)]
+    #[schemars(with = "Option<crate::policy::model::Metadata>")]
     metadata: Option<serde_yaml::Value>,
+    /// The configuration.
     spec: Spec,
 }
 
-#[derive(Deserialize)]
+/// `spec` of a SyncConfig.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Spec {
+    /// The policy file or directory (every `*.yaml` in it), relative to this file.
     policy: String,
+    /// The one super cluster (named `super`); or give `supers`.
     #[serde(rename = "super", default)]
     super_cluster: Option<Cluster>,
+    /// Several super clusters, in order (the first holds the Lease and the tenant Secrets).
     #[serde(default)]
     supers: Option<Vec<supers::SuperEntry>>,
+    /// Which supers a tenant namespace may run in; the first rule that applies decides.
     #[serde(default)]
     placement: Vec<supers::RuleEntry>,
+    /// Tenant control planes from kubeconfig files (names: DNS labels of at most 20
+    /// characters, none a prefix of another plus `-`). Edit while running: applied live.
     #[serde(default)]
     tenants: Vec<TenantEntry>,
+    /// How often the patrol compares everything ferry owns with what it should be (`60s`).
     #[serde(default)]
     patrol_interval: Option<String>,
+    /// Leader election through a Lease in the first super cluster (only the leader writes).
     #[serde(default)]
     leader_election: Option<LeaderElection>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
     #[serde(default)]
     metrics: Option<Metrics>,
+    /// Tenants from kubeconfig Secrets in the first super cluster, beside `tenants`.
     #[serde(default)]
     tenant_secrets: Option<secrets::TenantSecretsEntry>,
 }
 
-#[derive(Deserialize)]
+/// A super cluster: its kubeconfig, or the pod's service account.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Cluster {
+    /// A kubeconfig file, relative to this file.
     #[serde(default)]
     kubeconfig: Option<String>,
+    /// The pod's service account (also when `kubeconfig` is absent).
     #[serde(default)]
     in_cluster: bool,
 }
 
-#[derive(Deserialize)]
+/// A tenant control plane.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TenantEntry {
+    /// The tenant's name: a DNS label of at most 20 characters.
     name: String,
+    /// Its kubeconfig file, relative to this file.
     kubeconfig: String,
 }
 
 /// Leader election settings (a coordination.k8s.io Lease in the super cluster).
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LeaderElection {
     /// Whether to elect a leader (only the leader writes).
@@ -113,10 +138,17 @@ impl Default for LeaderElection {
     }
 }
 
-#[derive(Deserialize)]
+/// The metrics endpoint.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Metrics {
+    /// `host:port` (default `127.0.0.1:9464`).
     address: String,
+}
+
+/// The JSON Schema of a SyncConfig file (for editors: `# yaml-language-server: $schema=`).
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(File)).unwrap_or_default()
 }
 
 /// One tenant control plane.

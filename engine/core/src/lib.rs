@@ -21,6 +21,7 @@ pub mod manifests;
 pub mod naming;
 pub mod policy;
 pub mod rbac;
+pub mod reference;
 pub mod sandbox;
 pub mod scaffold;
 pub mod schema;

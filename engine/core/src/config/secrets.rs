@@ -1,6 +1,7 @@
 //! Tenants from kubeconfig Secrets (DESIGN.md "Running in a cluster"): the `tenantSecrets`
 //! entry of a SyncConfig. The Secrets live in the first super cluster, in one namespace.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::Error;
@@ -16,19 +17,28 @@ pub const DEFAULT_SECRET_LABEL: &str = "ferry.dev/tenant-kubeconfig";
 /// The label naming the tenant, when the entry names none.
 pub const DEFAULT_NAME_LABEL: &str = "ferry.dev/tenant-name";
 
-#[derive(Deserialize)]
+/// Tenants from kubeconfig Secrets (vcluster, VirtualCluster), added, rotated and removed live.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TenantSecretsEntry {
+    /// The Secrets' namespace in the first super cluster (default `ferry-system`).
     #[serde(default)]
     namespace: Option<String>,
+    /// Which Secrets there are tenants (default `ferry.dev/tenant-kubeconfig=true`).
     #[serde(default)]
     selector: Option<LabelSelector>,
+    /// The data key holding the kubeconfig (default `kubeconfig`; vcluster: `config`,
+    /// VirtualCluster: `admin-kubeconfig`).
     #[serde(default)]
     key: Option<String>,
+    /// The label naming the tenant (default `ferry.dev/tenant-name`); without it, the
+    /// Secret's name.
     #[serde(default)]
     name_label: Option<String>,
+    /// Allow kubeconfigs that skip TLS verification or use plain http.
     #[serde(default)]
     allow_insecure: bool,
+    /// Allow kubeconfigs that name a proxy.
     #[serde(default)]
     allow_proxy: bool,
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::Error;
@@ -16,27 +17,37 @@ use crate::policy::LabelSelector;
 /// The name the single super of `super: {kubeconfig}` gets.
 pub const DEFAULT_SUPER: &str = "super";
 
-#[derive(Deserialize)]
+/// One super cluster of `supers`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct SuperEntry {
+    /// Its name (a DNS label): metrics label `cluster`, `ferry.dev/super` on tenant namespaces.
     name: String,
+    /// Its kubeconfig file, relative to this file.
     #[serde(default)]
     kubeconfig: Option<String>,
+    /// The pod's service account (also when `kubeconfig` is absent).
     #[serde(default)]
     in_cluster: bool,
+    /// Labels placement rules select it by.
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// Receives no new namespaces; those placed there move away.
     #[serde(default)]
     cordoned: bool,
 }
 
-#[derive(Deserialize)]
+/// A placement rule: for the tenant namespaces it matches, which supers are candidates.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RuleEntry {
+    /// The tenants it applies to (default: every tenant).
     #[serde(default)]
     tenants: Option<Vec<String>>,
+    /// The tenant namespaces it applies to, by their labels (default: every namespace).
     #[serde(default)]
     namespace_selector: Option<LabelSelector>,
+    /// Which supers are candidates, by their labels (required).
     supers: Option<LabelSelector>,
 }
 

@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::sandbox::Limits;
 
 /// Which way an approved kind flows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Direction {
     /// Tenant objects go down (spec), status comes up.
@@ -31,7 +32,7 @@ impl std::fmt::Display for Direction {
 }
 
 /// Whether the kind lives in namespaces.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Scope {
     /// Objects live in namespaces (the default).
     #[default]
@@ -41,7 +42,7 @@ pub enum Scope {
 }
 
 /// A Kubernetes LabelSelector.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelSelector {
     /// Labels that must be equal.
@@ -53,7 +54,7 @@ pub struct LabelSelector {
 }
 
 /// One set-based requirement of a LabelSelector.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SelectorRequirement {
     /// The label key.
@@ -106,7 +107,8 @@ impl LabelSelector {
 }
 
 /// A policy file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(title = "SyncPolicy")]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicyFile {
     /// Must be `ferry.dev/v1alpha1`.
@@ -121,7 +123,7 @@ pub struct PolicyFile {
 }
 
 /// The metadata ferry reads from its own files.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
     /// The name.
@@ -136,7 +138,7 @@ pub struct Metadata {
 }
 
 /// `spec` of a policy file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PolicySpec {
     /// Approved kinds.
@@ -148,7 +150,7 @@ pub struct PolicySpec {
 }
 
 /// One entry of `spec.resources`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResourceEntry {
     /// `group/version`, exactly one version.
@@ -183,36 +185,97 @@ pub struct ResourceEntry {
 
 /// One entry of a resource's `fields`: a JSONPath and exactly one action, each with the
 /// meaning of the schema annotation of the same name.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FieldRuleEntry {
     /// An RFC 9535 JSONPath (`$.spec.tls[*].secretName`).
     pub path: String,
-    /// `x-ferry-namespace`.
+    /// `x-ferry-namespace`: the value is a tenant namespace.
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     pub namespace: Option<serde_json::Value>,
-    /// `x-ferry-ref` (plus `format` and `produced`).
+    /// `x-ferry-ref`: the value refers to another object (plus `format` and `produced`).
     #[serde(default, rename = "ref")]
+    #[schemars(with = "Option<RefSchema>")]
     pub reference: Option<serde_json::Value>,
-    /// `x-ferry-selector`.
+    /// `x-ferry-selector`: a LabelSelector of objects, scoped to the tenant.
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     pub selector: Option<serde_json::Value>,
-    /// `x-ferry-namespace-selector`.
+    /// `x-ferry-namespace-selector`: a LabelSelector of namespaces, scoped to the tenant.
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     pub namespace_selector: Option<serde_json::Value>,
-    /// `x-ferry-text`.
+    /// `x-ferry-text`: free text; up, super namespace names in it become the tenant's.
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     pub text: Option<serde_json::Value>,
-    /// `x-ferry-owner` (`super`).
+    /// `x-ferry-owner: super`: written in the super cluster, flows up, never down.
     #[serde(default)]
+    #[schemars(with = "Option<OwnerSchema>")]
     pub owner: Option<serde_json::Value>,
-    /// `x-ferry-drop`.
+    /// `x-ferry-drop`: never leaves the tenant.
     #[serde(default)]
+    #[schemars(with = "Option<bool>")]
     pub drop: Option<serde_json::Value>,
 }
 
+/// Who writes a field (`x-ferry-owner`).
+#[derive(JsonSchema)]
+#[schemars(rename = "Owner")]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum OwnerSchema {
+    /// Super-side controllers.
+    Super,
+}
+
+/// How a reference string writes its target.
+#[derive(JsonSchema)]
+#[schemars(rename = "Format")]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+enum FormatSchema {
+    /// The string is the name.
+    Name,
+    /// The string is `name` or `namespace/name`.
+    NamespacedName,
+}
+
+/// A reference (`x-ferry-ref`, and a field rule's `ref`): which kind it points at and where
+/// its name and namespace are.
+#[derive(JsonSchema)]
+#[schemars(rename = "Reference")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct RefSchema {
+    /// The target's apiVersion (or group), fixed; the fallback when `apiVersionField` is empty.
+    api_version: Option<String>,
+    /// The target's kind, fixed; the fallback when `kindField` is empty.
+    kind: Option<String>,
+    /// The field naming the target's apiVersion or group.
+    api_version_field: Option<String>,
+    /// The field naming the target's kind.
+    kind_field: Option<String>,
+    /// On an object, the field holding the name (default `name`).
+    name_field: Option<String>,
+    /// The field holding the target's namespace (beside a string, inside an object).
+    namespace_field: Option<String>,
+    /// A target kind the policy does not sync passes unchanged (its namespace still maps).
+    passthrough: Option<bool>,
+    /// `name` (default) or `namespacedName` (`name` or `namespace/name` in the string).
+    format: Option<FormatSchema>,
+    /// The target is produced in the super cluster for the referrer and flows up.
+    produced: Option<bool>,
+}
+
+/// The JSON Schema of a SyncPolicy file (for editors: `# yaml-language-server: $schema=`).
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(PolicyFile)).unwrap_or_default()
+}
+
 /// One entry of `spec.transforms`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TransformEntry {
     /// The name resources use.

@@ -29,7 +29,7 @@ pub const MAX_OUTPUT_DEPTH: usize = 100;
 pub const MAX_OUTPUT_BYTES: usize = 1536 * 1024;
 
 /// Per-call limits of a transform (`limits:` in the policy).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Limits {
     /// Statements executed, counted across the call.
