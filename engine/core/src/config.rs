@@ -92,7 +92,7 @@ struct Cluster {
     kubeconfig: Option<String>,
     /// The pod's service account (also when `kubeconfig` is absent).
     #[serde(default)]
-    in_cluster: bool,
+    in_cluster: Option<bool>,
 }
 
 /// A tenant control plane.
@@ -259,16 +259,25 @@ pub fn load(path: &Path) -> Result<Config> {
         });
         invalid(&at, e.to_string())
     })?;
-    // ferry's own namespace must not be reachable as a tenant's super namespace.
-    let own = spec
+    let tenant_secrets = spec
+        .tenant_secrets
+        .map(|e| secrets::tenant_secrets(&positions, e))
+        .transpose()?;
+    // ferry's own namespaces (the Lease's, the tenant Secrets') must not be reachable as a
+    // tenant's super namespace.
+    let lease_ns = spec
         .leader_election
         .as_ref()
         .map_or(LeaderElection::default().namespace, |l| l.namespace.clone());
-    if let Some((i, t)) = tenants
-        .iter()
-        .enumerate()
-        .find(|(_, t)| own.starts_with(&format!("{}-", t.name)))
-    {
+    let owned: Vec<String> = std::iter::once(lease_ns)
+        .chain(tenant_secrets.as_ref().map(|t| t.namespace.clone()))
+        .collect();
+    if let Some((i, t, own)) = tenants.iter().enumerate().find_map(|(i, t)| {
+        owned
+            .iter()
+            .find(|own| own.starts_with(&format!("{}-", t.name)))
+            .map(|own| (i, t, own))
+    }) {
         return Err(invalid(
             &format!("spec.tenants[{i}].name"),
             format!(
@@ -303,10 +312,6 @@ pub fn load(path: &Path) -> Result<Config> {
         )
     })?;
     let supers = supers::supers(path, &positions, spec.super_cluster, spec.supers)?;
-    let tenant_secrets = spec
-        .tenant_secrets
-        .map(|e| secrets::tenant_secrets(&positions, e))
-        .transpose()?;
     let names: Vec<Tenant> = tenants.iter().map(|t| t.name.clone()).collect();
     let placement = supers::rules(&positions, spec.placement, &supers, &names)?;
     Ok(Config {

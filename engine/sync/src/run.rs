@@ -296,10 +296,21 @@ fn readiness(shared: &Shared) -> (bool, String) {
         }
     }
     for tenant in shared.all_tenants() {
-        if tenant.primed() {
+        let refused = tenant
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // A tenant from a Secret (which anyone with that Secret could point anywhere) never
+        // holds the whole engine unready.
+        let from_file = matches!(tenant.source, crate::tenant_secrets::Source::File(_));
+        if let Some(why) = refused {
+            ready &= !from_file;
+            lines.push(format!("{}: not synced ({why})", tenant.name));
+        } else if tenant.primed() {
             lines.push(format!("{}: syncing", tenant.name));
         } else {
-            ready = false;
+            ready &= !from_file;
             lines.push(format!("{}: listing", tenant.name));
         }
         for cache in &tenant.caches {

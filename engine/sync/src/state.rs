@@ -265,6 +265,11 @@ pub struct TenantState {
     /// is read back from where they exist; this keeps one choice until then).
     chosen: Mutex<BTreeMap<String, usize>>,
     primed: AtomicBool,
+    primed_at: std::sync::OnceLock<std::time::Instant>,
+    /// The uid of the tenant cluster's kube-system namespace: which cluster it is.
+    pub cluster: std::sync::OnceLock<String>,
+    /// Why the tenant is not synced although configured (its cluster is another's).
+    pub refused: Mutex<Option<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -326,6 +331,9 @@ impl TenantState {
             ledger: Mutex::default(),
             chosen: Mutex::default(),
             primed: AtomicBool::new(false),
+            primed_at: Default::default(),
+            cluster: Default::default(),
+            refused: Mutex::default(),
             tasks: Mutex::new(watched.tasks),
         })
     }
@@ -401,7 +409,13 @@ impl TenantState {
 
     /// Marks the tenant primed.
     pub fn set_primed(&self) {
+        let _ = self.primed_at.set(std::time::Instant::now());
         self.primed.store(true, Ordering::Release);
+    }
+
+    /// How long ago the tenant was primed (`None` before).
+    pub fn primed_for(&self) -> Option<std::time::Duration> {
+        self.primed_at.get().map(std::time::Instant::elapsed)
     }
 
     /// Whether the tenant's caches are listed.

@@ -103,20 +103,39 @@ impl SecretTenants {
     }
 }
 
-/// The tenants to run: the static ones, then every Secret's that fits beside them (a name
-/// taken, or one that would make the set invalid, refuses the Secret's tenant only), and the
-/// refusals by Secret (with the Secret, for its Event).
+/// The tenants to run: the static ones, then every Secret's that fits beside them, and the
+/// refusals by Secret (with the Secret, for its Event). A name taken, one that would make the
+/// set invalid, or one whose super namespaces would include `owned` (ferry's own namespaces)
+/// refuses the Secret's tenant only. Secrets whose tenant runs already (`running`) come first,
+/// then the oldest: a new Secret never displaces a running tenant.
 pub fn merge(
     statics: &[TenantConfig],
     secrets: &SecretTenants,
+    running: &[(Arc<str>, Source)],
+    owned: &[String],
 ) -> (Vec<Wanted>, Vec<(Secret, String)>) {
     let mut wanted: Vec<Wanted> = statics.iter().map(Wanted::file).collect();
     let mut refused = Vec::new();
-    let by_secret = secrets
+    let mut by_secret: Vec<(String, (Read, Secret))> = secrets
         .by_secret
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .clone();
+        .clone()
+        .into_iter()
+        .collect();
+    let runs = |name: &str, read: &Read| match read {
+        Read::Tenant(t) => running.iter().any(|(n, source)| {
+            **n == *t.name.as_str() && matches!(source, Source::Secret { name: s, .. } if s == name)
+        }),
+        Read::Refused(_) => false,
+    };
+    by_secret.sort_by_key(|(name, (read, secret))| {
+        (
+            !runs(name, read),
+            secret.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            name.clone(),
+        )
+    });
     for (name, (read, secret)) in by_secret {
         let tenant = match read {
             Read::Refused(why) => {
@@ -126,12 +145,15 @@ pub fn merge(
             Read::Tenant(t) => t,
         };
         if let Some(other) = wanted.iter().find(|w| w.name == tenant.name) {
+            let from = match &other.source {
+                Source::File(_) => "the configuration file".to_string(),
+                Source::Secret { name, .. } => format!("Secret {name}"),
+            };
             refused.push((
                 secret,
                 format!(
-                    "tenant {:?} of Secret {name} is already running from {}; the Secret's tenant is not started",
-                    tenant.name.as_str(),
-                    other.source
+                    "tenant {:?} of Secret {name} already runs from {from}; the Secret's tenant is not started",
+                    tenant.name.as_str()
                 ),
             ));
             continue;
@@ -145,6 +167,17 @@ pub fn merge(
             refused.push((
                 secret,
                 format!("the tenant of Secret {name} cannot join the others: {e}"),
+            ));
+            continue;
+        }
+        let prefix = format!("{}-", tenant.name.as_str());
+        if let Some(own) = owned.iter().find(|own| own.starts_with(&prefix)) {
+            refused.push((
+                secret,
+                format!(
+                    "tenant {:?} of Secret {name} could own ferry's namespace {own:?}; the Secret's tenant is not started",
+                    tenant.name.as_str()
+                ),
             ));
             continue;
         }
@@ -218,10 +251,12 @@ fn read(config: &TenantSecrets, secret: &Secret) -> Read {
     };
     let kubeconfig = match Kubeconfig::from_yaml(text) {
         Ok(k) => k,
+        // The parser's message quotes the offending line, credentials and all: only where.
         Err(e) => {
             return Read::Refused(format!(
-                "data key {:?} is not a kubeconfig: {e}",
-                config.key
+                "data key {:?} is not a kubeconfig{}",
+                config.key,
+                position(&e.to_string())
             ))
         }
     };
@@ -237,6 +272,24 @@ fn read(config: &TenantSecrets, secret: &Secret) -> Read {
         },
         kubeconfig: Some(Arc::new(kubeconfig)),
     })
+}
+
+/// ` (at line L column C)` from a parser's message, and nothing else of it.
+fn position(message: &str) -> String {
+    let number = |key: &str| {
+        let at = message.find(key)? + key.len();
+        let digits: String = message[at..]
+            .chars()
+            .skip_while(|c| *c == ' ')
+            .take_while(char::is_ascii_digit)
+            .collect();
+        (!digits.is_empty()).then_some(digits)
+    };
+    match (number("line"), number("column")) {
+        (Some(l), Some(c)) => format!(" (at line {l} column {c})"),
+        (Some(l), None) => format!(" (at line {l})"),
+        _ => String::new(),
+    }
 }
 
 /// Why a kubeconfig from a Secret may not be used: anything that reads local files, runs a
@@ -264,7 +317,7 @@ pub fn vet(kubeconfig: &Kubeconfig, config: &TenantSecrets) -> Result<(), String
         let server = c.server.as_deref().unwrap_or("");
         let plain = config.allow_insecure && server.starts_with("http://");
         if !(server.starts_with("https://") || plain) {
-            return Err(format!("{at}: server {server:?} is not an https:// URL"));
+            return Err(format!("{at}: the server is not an https:// URL"));
         }
     }
     for named in &kubeconfig.auth_infos {

@@ -33,6 +33,22 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
     while !(tenant.listed() && shared.ready()) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A tenant whose cluster is a super cluster, or another running tenant's, would copy
+    // ferry's own copies (or fight the other over one cluster): it is never synced.
+    loop {
+        match same_cluster(&shared, &tenant).await {
+            Ok(None) => break,
+            Ok(Some(why)) => {
+                tracing::error!(tenant = %tenant.name, "tenant not synced: {why}");
+                *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %tenant.name, error = %e, "cannot tell which cluster the tenant is yet; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    }
     if shared.policy.resources.iter().any(|r| r.dependency) {
         for (idx, resource) in shared.policy.resources.iter().enumerate() {
             if resource.direction != Direction::ToSuper || resource.dependency {
@@ -54,6 +70,36 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
     shared.resync(&tenant);
     shared.queues.open(&tenant.name);
     tracing::info!(tenant = %tenant.name, "tenant listed; syncing");
+}
+
+/// Why `tenant`'s cluster may not be synced as a tenant: it is a super cluster, or (for a
+/// tenant from a Secret) another running tenant's; by the uid of kube-system.
+async fn same_cluster(
+    shared: &Shared,
+    tenant: &TenantState,
+) -> Result<Option<String>, crate::write::Error> {
+    let uid = tenant.writer.cluster_uid().await?;
+    for s in &shared.supers {
+        if s.writer.cluster_uid().await? == uid {
+            return Ok(Some(format!(
+                "its kubeconfig reaches super cluster {}",
+                s.name
+            )));
+        }
+    }
+    // Tenants of the configuration file may share an API server (the admin says so); one from
+    // a Secret may not reach a cluster another tenant runs from.
+    let from_secret = matches!(tenant.source, crate::tenant_secrets::Source::Secret { .. });
+    let _ = tenant.cluster.set(uid.clone());
+    if let Some(other) = shared.all_tenants().iter().find(|t| {
+        from_secret && t.name != tenant.name && t.cluster.get() == Some(&uid) && t.primed()
+    }) {
+        return Ok(Some(format!(
+            "its kubeconfig reaches the cluster of tenant {}",
+            other.name
+        )));
+    }
+    Ok(None)
 }
 
 /// The running tenants and how to change them.
@@ -201,7 +247,16 @@ pub async fn apply_all(
         running.apply(&wanted).await;
         return;
     };
-    let (wanted, refused) = merge(&config.tenants, secrets);
+    let running_now: Vec<(Arc<str>, Source)> = running
+        .shared
+        .all_tenants()
+        .iter()
+        .map(|t| (t.name.clone(), t.source.clone()))
+        .collect();
+    let owned: Vec<String> = std::iter::once(config.leader_election.namespace.clone())
+        .chain(config.tenant_secrets.as_ref().map(|t| t.namespace.clone()))
+        .collect();
+    let (wanted, refused) = merge(&config.tenants, secrets, &running_now, &owned);
     running.apply(&wanted).await;
     report(client, &running.identity, secrets, &refused).await;
 }

@@ -199,6 +199,14 @@ impl Writer {
         Ok(found.map(|o| value(o, resource)))
     }
 
+    /// Which cluster this is: the uid of its kube-system namespace.
+    pub async fn cluster_uid(&self) -> Result<String> {
+        self.reachable()?;
+        let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone());
+        let ns = self.answered(api.get("kube-system").await)?;
+        Ok(ns.metadata.uid.unwrap_or_default())
+    }
+
     /// Whether any object of `resource` exists, in any namespace (one LIST of at most one).
     pub async fn holds_any(&self, resource: &ApiResource) -> Result<bool> {
         self.reachable()?;

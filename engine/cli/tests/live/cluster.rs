@@ -162,7 +162,7 @@ pub async fn tenants_from_secrets(identity: Identity) -> Result<()> {
             .await?;
     }
     for (name, why) in [
-        ("vc-clash", "already running"),
+        ("vc-clash", "already runs"),
         ("vc-exec", "exec runs a command"),
         ("vc-file", "certificate-authority reads a local file"),
     ] {
@@ -182,6 +182,22 @@ pub async fn tenants_from_secrets(identity: Identity) -> Result<()> {
         !readyz.contains("team-c") && !readyz.contains("team-d"),
         "{readyz}"
     );
+    // A kubeconfig that reaches the super cluster itself would copy ferry's own copies: the
+    // tenant starts but is never synced, and the engine stays ready.
+    secrets
+        .create(
+            &PostParams::default(),
+            &kubeconfig_secret("vc-super", "team-s", &kubeconfig_text("super")?)?,
+        )
+        .await?;
+    eventually("a super cluster as a tenant is refused", WAIT, || async {
+        let (code, readyz) = ferry.get("/readyz").await?;
+        Ok((code == 200
+            && readyz.contains("team-s: not synced (its kubeconfig reaches super cluster super)"))
+        .then_some(()))
+    })
+    .await?;
+    secrets.delete("vc-super", &DeleteParams::default()).await?;
     // Rotated credentials: the tenant restarts and goes on syncing.
     let rotated = format!("{team_b}\n# rotated\n");
     secrets

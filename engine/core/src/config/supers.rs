@@ -28,7 +28,7 @@ pub(super) struct SuperEntry {
     kubeconfig: Option<String>,
     /// The pod's service account (also when `kubeconfig` is absent).
     #[serde(default)]
-    in_cluster: bool,
+    in_cluster: Option<bool>,
     /// Labels placement rules select it by.
     #[serde(default)]
     labels: BTreeMap<String, String>,
@@ -138,6 +138,14 @@ pub(super) fn supers(
         )),
         Some(k) => Ok(Some(relative(path, &k))),
         None => Ok(None),
+    };
+    // `inCluster: false` without a kubeconfig says neither.
+    let source = |at: &str, kubeconfig: Option<String>, in_cluster: Option<bool>| match in_cluster {
+        Some(false) if kubeconfig.is_none() => Err(invalid(
+            at,
+            "inCluster: false and no kubeconfig: give a kubeconfig, or inCluster: true".into(),
+        )),
+        _ => source(at, kubeconfig, in_cluster == Some(true)),
     };
     let entries =
         match (single, entries) {

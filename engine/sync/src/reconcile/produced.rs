@@ -26,6 +26,9 @@ use crate::placement;
 /// While a copy waits for what it was produced for to be reconciled, look again this often.
 const AWAIT_PRODUCER: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long after a tenant starts a copy may wait for its referrer's first reconcile.
+const AWAIT_PRODUCER_AT_START: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The tenant object a super object was produced for.
 struct Producer {
     /// Its key.
@@ -226,7 +229,12 @@ impl Reconciler<'_> {
             return false;
         };
         let referrer = key.sibling(Kind::Resource(idx), &key.namespace, name);
-        if self.tenant_object(&referrer).is_none() {
+        // Only while the tenant's first reconciles run: the annotation is the tenant's to edit.
+        let starting = self
+            .tenant
+            .primed_for()
+            .is_none_or(|d| d < AWAIT_PRODUCER_AT_START);
+        if !starting || self.tenant_object(&referrer).is_none() {
             return false;
         }
         let ledger = self.tenant.ledger();

@@ -101,7 +101,7 @@ fn secret_tenants_never_displace_static_ones() {
     .map(|s| (s.metadata.name.clone().unwrap(), (read(&c, &s), s)))
     .collect();
     secrets.set(entries);
-    let (wanted, refused) = merge(&statics, &secrets);
+    let (wanted, refused) = merge(&statics, &secrets, &[], &["team-ferry".to_string()]);
     let names: Vec<&str> = wanted.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, ["team-a", "team-b"]);
     assert!(matches!(wanted[0].source, Source::File(_)));
@@ -113,7 +113,7 @@ fn secret_tenants_never_displace_static_ones() {
             .map(|(_, w)| w.clone())
             .unwrap_or_default()
     };
-    assert!(why("vc-a").contains("already running"), "{refused:?}");
+    assert!(why("vc-a").contains("already runs"), "{refused:?}");
     assert!(why("team").contains("cannot join"), "{refused:?}");
     assert!(why("vc-bad").contains("tokenFile"), "{refused:?}");
     assert!(why("vc-name").contains("tenant name"), "{refused:?}");
@@ -132,4 +132,61 @@ fn rotated_credentials_change_the_source() {
         digest(&GOOD.replace("token: abc", "token: def"))
     );
     assert_eq!(digest(GOOD), digest(GOOD));
+}
+
+#[test]
+fn a_new_secret_never_displaces_a_running_tenant() {
+    let secrets = SecretTenants::default();
+    let c = config();
+    // "a-new" sorts before "vc-b", and claims the name team-b runs under.
+    let entries: BTreeMap<String, (Read, Secret)> = [
+        secret("a-new", Some("team-b"), GOOD),
+        secret("vc-b", Some("team-b"), GOOD),
+        secret("vc-f", Some("team"), GOOD),
+    ]
+    .into_iter()
+    .map(|s| (s.metadata.name.clone().unwrap(), (read(&c, &s), s)))
+    .collect();
+    secrets.set(entries);
+    let running: Vec<(Arc<str>, Source)> = vec![(
+        "team-b".into(),
+        Source::Secret {
+            namespace: "ferry-system".into(),
+            name: "vc-b".into(),
+            digest: "old".into(),
+        },
+    )];
+    let (wanted, refused) = merge(&[], &secrets, &running, &["team-ferry".into()]);
+    assert_eq!(wanted.len(), 1, "{refused:?}");
+    assert!(matches!(&wanted[0].source, Source::Secret { name, .. } if name == "vc-b"));
+    let names: Vec<&str> = refused
+        .iter()
+        .filter_map(|(s, _)| s.metadata.name.as_deref())
+        .collect();
+    assert!(
+        names.contains(&"a-new") && names.contains(&"vc-f"),
+        "{refused:?}"
+    );
+    // A tenant whose super namespaces would include ferry's own is refused.
+    let secrets = SecretTenants::default();
+    let s = secret("vc-t", Some("team"), GOOD);
+    secrets.set([("vc-t".to_string(), (read(&c, &s), s))].into());
+    let (wanted, refused) = merge(&[], &secrets, &[], &["team-ferry".into()]);
+    assert!(
+        wanted.is_empty() && refused[0].1.contains("ferry's namespace"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn parse_errors_say_where_not_what() {
+    let secret = secret(
+        "vc",
+        Some("team-b"),
+        "users:\n- name: u\n  user: {token: \"SECRET-TOKEN\", username: [x]}\n",
+    );
+    match read(&config(), &secret) {
+        Read::Refused(why) => assert!(!why.contains("SECRET-TOKEN"), "{why}"),
+        Read::Tenant(_) => panic!("not a kubeconfig"),
+    }
 }

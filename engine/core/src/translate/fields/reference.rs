@@ -135,7 +135,16 @@ impl Fields<'_> {
                     self.reference_namespace(annotated, key, fields, path)?;
                 }
                 // A field rule does not know whether the reference is a string (its namespace
-                // beside it) or an object: the sibling is a namespace either way.
+                // beside it) or an object: the sibling is a namespace either way, and so is
+                // the object's own `namespace` (a controller reads it whatever the rule says).
+                let typeless = !rule.on_string && !rule.on_object;
+                let other_key = rule
+                    .namespace_field
+                    .as_deref()
+                    .is_some_and(|k| k != "namespace");
+                if decision.map_namespace && typeless && other_key {
+                    self.reference_namespace(annotated, "namespace", fields, path)?;
+                }
                 if let (true, Some(siblings), Some(key)) = (
                     decision.map_namespace,
                     siblings,

@@ -52,6 +52,23 @@ impl Guard<'_> {
         }
         // A field rule does not know whether the reference is a string or an object: with a
         // namespaceField, the sibling of that name is a namespace either way.
+        if let (Value::Object(own), Some(_), false) = (
+            value,
+            rule.namespace_field
+                .as_deref()
+                .filter(|k| *k != "namespace"),
+            rule.on_string || rule.on_object,
+        ) {
+            if let Some(ns) = own.get("namespace") {
+                let public = rule
+                    .target(Some(own))
+                    .and_then(|(g, k)| self.policy.resource(g, k))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if !public {
+                    self.namespace(ns, &path.key("namespace"))?;
+                }
+            }
+        }
         if let (Value::Object(_), Some(key), Some(parent)) = (
             value,
             rule.sibling_namespace().filter(|_| !rule.on_string),

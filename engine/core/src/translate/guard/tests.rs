@@ -196,6 +196,8 @@ fn violations(obj: &Value) -> Vec<String> {
         strings(&spec[field], &mut namespaces);
     }
     strings(&spec["restoreFrom"]["namespace"], &mut namespaces);
+    // A reference object where a name string is declared holds a namespace too.
+    strings(&spec["backupSecret"]["namespace"], &mut namespaces);
     match &spec["sources"] {
         Value::Array(items) => items
             .iter()
