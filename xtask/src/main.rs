@@ -5,11 +5,13 @@
 //!                                (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
+//!  cargo xtask image [--debug]   OCI image archive of a static ferry (no container daemon)
 //!  cargo xtask cluster up [--supers a,b] [--tenants c,d] | down | restart NAME
 //! ```
 
 mod controlplane;
 mod demo;
+mod image;
 mod restart;
 
 use std::process::Command;
@@ -23,6 +25,7 @@ fn usage() -> ! {
          test                           run every test (starts local control planes)\n  \
          bench [--translate]            run benchmarks, write target/bench/report.json\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
+         image [--debug]                OCI image archive of a static ferry: target/image/ferry-<version>.tar\n  \
          cluster up [--supers a,b] [--tenants c,d]\n                                   start etcd + kube-apiservers on 127.0.0.1\n  \
          cluster restart NAME           restart etcd or one API server (super, a tenant), data kept\n  \
          cluster down                   stop them and remove their data"
@@ -37,6 +40,7 @@ fn main() -> Result<()> {
         ["test", rest @ ..] => test(rest),
         ["bench", rest @ ..] => bench(rest),
         ["demo", rest @ ..] => demo::run(rest),
+        ["image", rest @ ..] => image::run(rest),
         ["cluster", "up", rest @ ..] => {
             let (supers, tenants) = topology(rest)?;
             controlplane::up(&supers, &tenants)
@@ -134,6 +138,18 @@ fn test(extra: &[&str]) -> Result<()> {
         }
     }
     let status = child.wait()?;
+    // The image: a static binary in an OCI archive, read back as a runtime would.
+    println!("== cargo xtask image --debug");
+    match image::build(true).and_then(|path| image::verify(&path)) {
+        Ok(()) => {
+            println!("test image::archive_runs ... ok");
+            passed += 1;
+        }
+        Err(e) => {
+            println!("test image::archive_runs ... FAILED: {e:#}");
+            failed += 1;
+        }
+    }
     println!(
         "== {:.0}s; the control planes stay up for the next run (cargo xtask cluster down stops them)",
         start.elapsed().as_secs_f64()

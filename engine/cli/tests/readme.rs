@@ -1,12 +1,22 @@
-//! Every `ferry …` command in the README's code blocks runs as written and succeeds.
+//! Every `ferry …` command in the code blocks of the README and of the user guide's tutorial
+//! runs as written and succeeds.
 
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn readme_commands_run_as_written() {
+    commands_run_as_written("README.md", 5);
+}
+
+#[test]
+fn tutorial_commands_run_as_written() {
+    commands_run_as_written("docs/tutorial.md", 6);
+}
+
+fn commands_run_as_written(page: &str, at_least: usize) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join(page)).unwrap();
     let mut in_code = false;
     let mut ran = 0;
     for line in readme.lines() {
@@ -32,14 +42,14 @@ fn readme_commands_run_as_written() {
             .unwrap();
         assert!(
             out.status.success(),
-            "README: `ferry {command}` exited {:?}: {}",
+            "{page}: `ferry {command}` exited {:?}: {}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
         );
         ran += 1;
     }
     assert!(
-        ran >= 5,
-        "expected the README to show at least 5 ferry commands, found {ran}"
+        ran >= at_least,
+        "expected {page} to show at least {at_least} ferry commands, found {ran}"
     );
 }

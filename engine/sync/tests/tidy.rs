@@ -249,3 +249,33 @@ fn documented_metrics_are_served() {
         .collect();
     assert_eq!(documented, served_metrics());
 }
+
+/// The user guide's page on Events and metrics names every metric `/metrics` serves and every
+/// reason ferry gives Events.
+#[test]
+fn the_guide_names_every_metric_and_reason() {
+    let page = std::fs::read_to_string(root().join("docs/reference/events-and-metrics.md"))
+        .expect("docs/reference/events-and-metrics.md");
+    let outcome = std::fs::read_to_string(root().join("engine/core/src/translate/outcome.rs"))
+        .expect("outcome.rs");
+    // `Reason::X => "Reason",` in `as_str`, and the reasons the live engine writes itself.
+    let mut reasons: Vec<String> = outcome
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Reason::"))
+        .filter_map(|l| l.split('"').nth(1))
+        .map(str::to_string)
+        .collect();
+    for file in files("engine/sync") {
+        let text = std::fs::read_to_string(root().join("engine/sync").join(&file)).unwrap();
+        for part in text.split("reason: \"").skip(1) {
+            reasons.extend(part.split('"').next().map(str::to_string));
+        }
+    }
+    assert!(reasons.len() >= 8, "{reasons:?}");
+    let missing: Vec<String> = served_metrics()
+        .into_iter()
+        .chain(reasons)
+        .filter(|name| !page.contains(&format!("`{name}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in the guide: {missing:?}");
+}
