@@ -269,6 +269,15 @@ pub fn load(path: &Path) -> Result<Config> {
         .leader_election
         .as_ref()
         .map_or(LeaderElection::default().namespace, |l| l.namespace.clone());
+    if let Some(ts) = tenant_secrets.as_ref().filter(|t| t.namespace == lease_ns) {
+        return Err(invalid(
+            "spec.tenantSecrets",
+            format!(
+                "tenantSecrets.namespace {:?} is ferry's own namespace (leaderElection.namespace): whoever writes tenant Secrets there could reach ferry's credentials; use a namespace of their own",
+                ts.namespace
+            ),
+        ));
+    }
     let owned: Vec<String> = std::iter::once(lease_ns)
         .chain(tenant_secrets.as_ref().map(|t| t.namespace.clone()))
         .collect();
@@ -356,6 +365,15 @@ mod tests {
                 ..LeaderElection::default()
             }
         );
+    }
+
+    #[test]
+    fn tenant_secrets_stay_out_of_ferrys_namespace() {
+        let text = format!("{GOOD}  tenantSecrets: {{namespace: ferry-system}}\n");
+        let err = load_text(&text).unwrap_err().to_string();
+        assert!(err.contains("is ferry's own namespace"), "{err}");
+        let config = load_text(&format!("{GOOD}  tenantSecrets: {{}}\n")).unwrap();
+        assert_eq!(config.tenant_secrets.unwrap().namespace, "ferry-tenants");
     }
 
     #[test]

@@ -147,9 +147,11 @@ pub fn super_cluster(
         })?;
         let text = if i == 0 {
             config_mount = format!("{CONFIG_DIR}/{relative}");
-            rewritten(&text, config, options).map_err(|message| Error {
-                path: f.display().to_string(),
-                message,
+            rewritten(&text, config, options, policy_mount(config, &root)).map_err(|message| {
+                Error {
+                    path: f.display().to_string(),
+                    message,
+                }
             })?
         } else {
             text
@@ -157,10 +159,11 @@ pub fn super_cluster(
         data.insert(key.clone(), Value::String(text));
         items.push(json!({"key": key, "path": relative}));
     }
-    let digest = hex(&Sha256::digest(
-        serde_json::to_vec(&data).unwrap_or_default(),
-    ));
     let (kubeconfigs, mut warnings) = kubeconfigs(config)?;
+    // New configuration or rotated kubeconfigs roll the pods.
+    let digest = hex(&Sha256::digest(
+        serde_json::to_vec(&(&data, &kubeconfigs)).unwrap_or_default(),
+    ));
     let mut documents = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(namespace, None)}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, Some(namespace))}),
@@ -246,7 +249,12 @@ pub fn super_cluster(
 /// The configuration as the pod reads it: the first super through the service account, the
 /// other kubeconfigs from the Secret, metrics on every interface, leader election with
 /// several replicas.
-fn rewritten(text: &str, config: &Config, options: &Options) -> Result<String, String> {
+fn rewritten(
+    text: &str,
+    config: &Config,
+    options: &Options,
+    policy_mount: Option<String>,
+) -> Result<String, String> {
     let mut doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     let spec = doc
         .get_mut("spec")
@@ -263,14 +271,15 @@ fn rewritten(text: &str, config: &Config, options: &Options) -> Result<String, S
             let Some(m) = s.as_mapping_mut() else {
                 continue;
             };
-            m.remove("kubeconfig");
             if i == 0 {
+                m.remove("kubeconfig");
                 m.insert("inCluster".into(), true.into());
-            } else {
+            } else if config.supers.get(i).is_some_and(|s| s.kubeconfig.is_some()) {
+                m.remove("kubeconfig");
                 let name = config.supers[i].name.clone();
                 m.insert(
                     "kubeconfig".into(),
-                    format!("{KUBECONFIG_DIR}/super-{name}.kubeconfig").into(),
+                    format!("{KUBECONFIG_DIR}/super.{name}.kubeconfig").into(),
                 );
             }
         }
@@ -287,9 +296,12 @@ fn rewritten(text: &str, config: &Config, options: &Options) -> Result<String, S
                 .to_string();
             m.insert(
                 "kubeconfig".into(),
-                format!("{KUBECONFIG_DIR}/{name}.kubeconfig").into(),
+                format!("{KUBECONFIG_DIR}/tenant.{name}.kubeconfig").into(),
             );
         }
+    }
+    if let Some(policy) = policy_mount {
+        spec.insert("policy".into(), policy.into());
     }
     let port = config.metrics_address.port();
     spec.insert(
@@ -310,24 +322,31 @@ fn rewritten(text: &str, config: &Config, options: &Options) -> Result<String, S
     serde_yaml::to_string(&doc).map_err(|e| e.to_string())
 }
 
+/// Where the policy (file or directory) is in the pod.
+fn policy_mount(config: &Config, root: &Path) -> Option<String> {
+    let canonical = config.policy.canonicalize().ok()?;
+    let relative = canonical.strip_prefix(root).ok()?;
+    Some(format!("{CONFIG_DIR}/{}", relative.display()))
+}
+
 /// The static tenants' and the other supers' kubeconfigs, by Secret key; warnings for those
 /// that read local files or run commands (the pod has neither).
 fn kubeconfigs(config: &Config) -> Result<(Map<String, Value>, Vec<String>), Error> {
     let mut out = Map::new();
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
     let entries = config
         .supers
         .iter()
         .skip(1)
         .filter_map(|s| {
             Some((
-                format!("super-{}.kubeconfig", s.name),
+                format!("super.{}.kubeconfig", s.name),
                 s.kubeconfig.clone()?,
             ))
         })
         .chain(config.tenants.iter().map(|t| {
             (
-                format!("{}.kubeconfig", t.name.as_str()),
+                format!("tenant.{}.kubeconfig", t.name.as_str()),
                 t.kubeconfig.clone(),
             )
         }));
@@ -336,25 +355,47 @@ fn kubeconfigs(config: &Config) -> Result<(Map<String, Value>, Vec<String>), Err
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        for field in [
-            "certificate-authority:",
-            "client-certificate:",
-            "client-key:",
-            "tokenFile:",
-            "exec:",
-            "auth-provider:",
-        ] {
-            if text.lines().any(|l| l.trim_start().starts_with(field)) {
-                warnings.push(format!(
-                    "{}: {} is not in the pod; embed it (the *-data fields, a token)",
-                    path.display(),
-                    field.trim_end_matches(':')
-                ));
-            }
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).map_err(|e| Error {
+            path: path.display().to_string(),
+            message: format!("not a kubeconfig: {e}"),
+        })?;
+        // A file the pod does not have, a command it cannot run, or (tokenFile) the pod's own
+        // service account token sent to whatever server the kubeconfig names.
+        if let Some(field) = reads_files(&doc) {
+            return Err(Error {
+                path: path.display().to_string(),
+                message: format!(
+                    "{field} reads a local file or runs a command, which the pod must not; embed the data (certificate-authority-data, client-*-data, token)"
+                ),
+            });
         }
         out.insert(key, Value::String(text));
     }
     Ok((out, warnings))
+}
+
+/// The first key of `doc` (at any depth) that makes a kubeconfig read a file or run a command.
+fn reads_files(doc: &serde_yaml::Value) -> Option<String> {
+    const FIELDS: [&str; 6] = [
+        "certificate-authority",
+        "client-certificate",
+        "client-key",
+        "tokenFile",
+        "exec",
+        "auth-provider",
+    ];
+    match doc {
+        serde_yaml::Value::Mapping(m) => m.iter().find_map(|(k, v)| {
+            let key = k.as_str().unwrap_or("");
+            if FIELDS.contains(&key) && !v.is_null() {
+                Some(key.to_string())
+            } else {
+                reads_files(v)
+            }
+        }),
+        serde_yaml::Value::Sequence(items) => items.iter().find_map(reads_files),
+        _ => None,
+    }
 }
 
 fn deployment(
@@ -390,7 +431,12 @@ fn deployment(
         "spec": {
             "replicas": options.replicas,
             "selector": {"matchLabels": labels()},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            // One replica is never two writers at once (no leader election then).
+            "strategy": if options.replicas > 1 {
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}})
+            } else {
+                json!({"type": "Recreate"})
+            },
             "template": {
                 "metadata": {
                     "labels": labels(),

@@ -9,8 +9,9 @@ use crate::locate::Positions;
 use crate::naming::{dns_label_problem, qualified_name_problem};
 use crate::policy::LabelSelector;
 
-/// The namespace the Secrets are read from when the entry names none.
-pub const DEFAULT_SECRETS_NAMESPACE: &str = "ferry-system";
+/// The namespace the Secrets are read from when the entry names none (never ferry's own:
+/// whoever writes Secrets there is not trusted like ferry's own credentials).
+pub const DEFAULT_SECRETS_NAMESPACE: &str = "ferry-tenants";
 /// The label a Secret carries to be read as a tenant's kubeconfig, when the entry selects
 /// nothing else.
 pub const DEFAULT_SECRET_LABEL: &str = "ferry.dev/tenant-kubeconfig";
@@ -21,7 +22,8 @@ pub const DEFAULT_NAME_LABEL: &str = "ferry.dev/tenant-name";
 #[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TenantSecretsEntry {
-    /// The Secrets' namespace in the first super cluster (default `ferry-system`).
+    /// The Secrets' namespace in the first super cluster (default `ferry-tenants`; never
+    /// ferry's own namespace, `leaderElection.namespace`).
     #[serde(default)]
     namespace: Option<String>,
     /// Which Secrets there are tenants (default `ferry.dev/tenant-kubeconfig=true`).

@@ -52,20 +52,27 @@ impl Guard<'_> {
         }
         // A field rule does not know whether the reference is a string or an object: with a
         // namespaceField, the sibling of that name is a namespace either way.
-        if let (Value::Object(own), Some(_), false) = (
+        if let (Value::Object(own), Some(declared), false) = (
             value,
             rule.namespace_field
                 .as_deref()
                 .filter(|k| *k != "namespace"),
             rule.on_string || rule.on_object,
         ) {
-            if let Some(ns) = own.get("namespace") {
+            if let Some(ns) = own.get("namespace").filter(|v| !v.is_null()) {
                 let public = rule
                     .target(Some(own))
                     .and_then(|(g, k)| self.policy.resource(g, k))
                     .is_some_and(|r| r.direction == Direction::FromSuper);
                 if !public {
                     self.namespace(ns, &path.key("namespace"))?;
+                } else if own.get(declared) != Some(ns) {
+                    // Only the declared field is checked as published: its twin must agree.
+                    return Err(self.refuse(format!(
+                        "{}: a reference to a public object names its namespace once ({declared}), found {} beside it",
+                        path.key("namespace"),
+                        shown(ns)
+                    )));
                 }
             }
         }
