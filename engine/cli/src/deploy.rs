@@ -57,7 +57,7 @@ pub fn manifests(
             return Ok(fail(&format!("--tenant {tenant:?}: {e}")));
         }
         let namespace = &config.leader_election.namespace;
-        print(&ferry_core::manifests::tenant(&policy, tenant, namespace))?;
+        print(&ferry_core::manifests::tenant(&policy, namespace))?;
         return Ok(0);
     }
     let options = ferry_core::manifests::Options { image, replicas };

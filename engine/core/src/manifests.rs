@@ -480,12 +480,11 @@ fn deployment(
     })
 }
 
-/// What to apply in tenant `tenant`'s cluster: a namespace and service account for ferry,
+/// What to apply in a tenant's cluster: a namespace and service account for ferry,
 /// and the ClusterRole of `ferry rbac` bound to it (make ferry's kubeconfig for the tenant
 /// from that account's token).
-pub fn tenant(policy: &Policy, tenant: &str, namespace: &str) -> Vec<Value> {
+pub fn tenant(policy: &Policy, namespace: &str) -> Vec<Value> {
     let role = crate::rbac::cluster_roles(policy).remove(1);
-    let _ = tenant;
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(namespace, None)}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, Some(namespace))}),
