@@ -394,6 +394,23 @@ impl<'a> Translator<'a> {
     }
 }
 
+/// A `namespacedName` reference (`name` or `namespace/name`, at `path`) as the reference
+/// object `{name, namespace}` it stands for; `Invalid` when it is neither.
+pub(crate) fn namespaced_name_object(text: &str, path: &Path<'_>) -> Result<Value> {
+    let Some((namespace, name)) = crate::schema::split_namespaced_name(text) else {
+        return Err(Refusal::new(
+            Reason::Invalid,
+            format!("{path}: expected name or namespace/name, found {text:?}"),
+        ));
+    };
+    let mut object = Map::new();
+    object.insert("name".into(), Value::String(name.to_string()));
+    if let Some(ns) = namespace {
+        object.insert("namespace".into(), Value::String(ns.to_string()));
+    }
+    Ok(Value::Object(object))
+}
+
 /// Joins a field path and a key the way `--explain` prints them.
 pub(crate) fn join(path: &str, key: &str) -> String {
     match (path.is_empty(), path::is_plain_key(key)) {

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{Fields, Way};
 use crate::naming::dns_subdomain_problem;
 use crate::policy::{Direction, Scope};
-use crate::schema::{split_namespaced_name, Annotated, Node, RefFormat, RefRule, Rule};
+use crate::schema::{Annotated, Node, RefFormat, RefRule, Rule};
 use crate::translate::path::Path;
 use crate::translate::{Change, Reason, Reference, Refusal, Result};
 
@@ -176,21 +176,10 @@ impl Fields<'_> {
         if text.is_empty() {
             return Ok(());
         }
-        let Some((namespace, name)) = split_namespaced_name(text) else {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!("{path}: expected name or namespace/name, found {text:?}"),
-            ));
-        };
-        let mut object = Map::new();
-        object.insert("name".into(), Value::String(name.to_string()));
-        if let Some(ns) = namespace {
-            object.insert("namespace".into(), Value::String(ns.to_string()));
-        }
+        let mut object = crate::translate::namespaced_name_object(text, path)?;
         let before = text.clone();
         // The parts' own explanations are replaced by one for the whole value.
         let changes = self.changes.take();
-        let mut object = Value::Object(object);
         let result = self.reference(annotated, &rule.as_object(), &mut object, None, path);
         self.changes = changes;
         result?;

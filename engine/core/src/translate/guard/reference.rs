@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::{optional_str, shown, slash, Guard};
 use crate::naming::{dns_label_problem, dns_subdomain_problem, is_system_namespace};
 use crate::policy::{Direction, Resource, Scope};
-use crate::schema::{split_namespaced_name, RefFormat, RefRule};
+use crate::schema::{RefFormat, RefRule};
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
 
@@ -37,18 +37,8 @@ impl Guard<'_> {
             if text.is_empty() {
                 return Ok(());
             }
-            let Some((namespace, name)) = split_namespaced_name(text) else {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("{path}: expected name or namespace/name, found {text:?}"),
-                ));
-            };
-            let mut object = Map::new();
-            object.insert("name".into(), Value::String(name.to_string()));
-            if let Some(ns) = namespace {
-                object.insert("namespace".into(), Value::String(ns.to_string()));
-            }
-            return self.reference(&rule.as_object(), &Value::Object(object), None, path);
+            let object = crate::translate::namespaced_name_object(text, path)?;
+            return self.reference(&rule.as_object(), &object, None, path);
         }
         // A field rule does not know whether the reference is a string or an object: with a
         // namespaceField, the sibling of that name is a namespace either way.
