@@ -274,8 +274,8 @@ fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
 }
 
 /// `apiVersion` and `kind` first (set from the resource), then the rest with
-/// `metadata.managedFields` reduced to the managers (whether ferry wrote an object is all
-/// that is read of them).
+/// `metadata.managedFields` reduced to the managers on objects labelled `ferry.dev/tenant`
+/// (whether ferry wrote a claimed copy is all that is read of them), and dropped elsewhere.
 pub fn normalise(
     fields: serde_json::Map<String, Value>,
     resource: &ApiResource,
@@ -292,7 +292,14 @@ pub fn normalise(
         }
         if k == "metadata" {
             if let Value::Object(meta) = &mut v {
-                if let Some(Value::Array(entries)) = meta.remove("managedFields") {
+                // Only an object claiming to be ferry's copy needs them read (whether ferry
+                // wrote it); every other object holds none.
+                let claims = meta
+                    .get("labels")
+                    .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
+                    .is_some();
+                let entries = meta.remove("managedFields");
+                if let (true, Some(Value::Array(entries))) = (claims, entries) {
                     let mut managers: Vec<Value> = Vec::new();
                     for e in entries {
                         let manager = e.get("manager").cloned().unwrap_or(Value::Null);

@@ -238,15 +238,14 @@ pub fn public_copy(desired: Option<&Value>, copy: Option<&Value>, wrote: bool) -
     }
 }
 
-/// After [`Action::Check`] of a public copy: `found` holds the name in the tenant. The
-/// tenant's own object is never overwritten.
-pub fn public_checked(found: Option<&Value>, desired: &Value, what: &str) -> Action {
+/// After [`Action::Check`] of a read-only copy (public, or produced): `found` holds the name
+/// in the tenant. The tenant's own object is never overwritten; `source` says what the copy
+/// would have been of (for the refusal).
+pub fn public_checked(found: Option<&Value>, desired: &Value, what: &str, source: &str) -> Action {
     match found {
         Some(f) if !Ownership::of(f).from_super => Action::Refuse(Refusal::new(
             Reason::SyncConflict,
-            format!(
-                "the tenant has its own {what}; the public super object of that name is not copied over it"
-            ),
+            format!("the tenant has its own {what}; {source} is not copied over it"),
         )),
         Some(f) => Action::Replace(guarded(desired, f)),
         None => Action::Create(desired.clone()),

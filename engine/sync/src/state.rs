@@ -7,7 +7,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ferry_core::config::PlacementRule;
@@ -264,7 +263,7 @@ pub struct TenantState {
     /// Supers chosen for tenant namespaces before their super namespaces exist (placement
     /// is read back from where they exist; this keeps one choice until then).
     chosen: Mutex<BTreeMap<String, usize>>,
-    primed: AtomicBool,
+    /// When the tenant was primed (its queue opened).
     primed_at: std::sync::OnceLock<std::time::Instant>,
     /// The uid of the tenant cluster's kube-system namespace: which cluster it is.
     pub cluster: std::sync::OnceLock<String>,
@@ -330,7 +329,6 @@ impl TenantState {
             recorder,
             ledger: Mutex::default(),
             chosen: Mutex::default(),
-            primed: AtomicBool::new(false),
             primed_at: Default::default(),
             cluster: Default::default(),
             refused: Mutex::default(),
@@ -404,13 +402,12 @@ impl TenantState {
 
     /// Whether the tenant's caches are listed and its references recorded.
     pub fn primed(&self) -> bool {
-        self.primed.load(Ordering::Acquire)
+        self.primed_at.get().is_some()
     }
 
     /// Marks the tenant primed.
     pub fn set_primed(&self) {
         let _ = self.primed_at.set(std::time::Instant::now());
-        self.primed.store(true, Ordering::Release);
     }
 
     /// How long ago the tenant was primed (`None` before).

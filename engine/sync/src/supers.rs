@@ -33,6 +33,8 @@ pub struct Super {
     pub caches: Vec<Arc<Cache>>,
     /// The super namespaces ferry owns there.
     pub namespaces: Arc<Cache>,
+    /// Which cluster it is (kube-system's uid), read once.
+    uid: tokio::sync::OnceCell<String>,
     watchers: Vec<JoinHandle<()>>,
 }
 
@@ -88,8 +90,17 @@ impl Super {
             writer: Writer::new(clients.requests, &config.name, metrics, leader),
             caches: watched.caches,
             namespaces: watched.namespaces,
+            uid: tokio::sync::OnceCell::new(),
             watchers: watched.tasks,
         }
+    }
+
+    /// Which cluster it is: the uid of its kube-system namespace (read once).
+    pub async fn cluster_uid(&self) -> Result<String, crate::write::Error> {
+        self.uid
+            .get_or_try_init(|| self.writer.cluster_uid())
+            .await
+            .cloned()
     }
 
     /// Whether its caches are listed.

@@ -80,7 +80,7 @@ async fn same_cluster(
 ) -> Result<Option<String>, crate::write::Error> {
     let uid = tenant.writer.cluster_uid().await?;
     for s in &shared.supers {
-        if s.writer.cluster_uid().await? == uid {
+        if s.cluster_uid().await? == uid {
             return Ok(Some(format!(
                 "its kubeconfig reaches super cluster {}",
                 s.name

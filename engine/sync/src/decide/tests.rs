@@ -241,7 +241,7 @@ fn public_copies_follow_their_super_object_and_tenant_edits_are_reverted() {
     let d = json!({"metadata": {"name": "fast", "labels": {"ferry.dev/from-super": "true"}}, "provisioner": "x"});
     assert_eq!(public_copy(Some(&d), None, false), Action::Check(d.clone()));
     assert_eq!(
-        public_checked(None, &d, "StorageClass fast"),
+        public_checked(None, &d, "StorageClass fast", "the public object"),
         Action::Create(d.clone())
     );
     let mut c = d.clone();
@@ -267,13 +267,15 @@ fn public_copies_follow_their_super_object_and_tenant_edits_are_reverted() {
 fn a_tenants_own_object_is_never_replaced_by_a_public_copy() {
     let d = json!({"metadata": {"name": "fast"}});
     let own = json!({"metadata": {"name": "fast", "resourceVersion": "3"}});
-    let Action::Refuse(r) = public_checked(Some(&own), &d, "StorageClass fast") else {
+    let Action::Refuse(r) =
+        public_checked(Some(&own), &d, "StorageClass fast", "the public object")
+    else {
         panic!("the tenant's object replaced")
     };
     assert!(r.message.contains("its own StorageClass fast"));
     let stale = json!({"metadata": {"name": "fast", "resourceVersion": "3", "labels": {"ferry.dev/from-super": "true"}}});
     assert!(matches!(
-        public_checked(Some(&stale), &d, "x"),
+        public_checked(Some(&stale), &d, "x", "the public object"),
         Action::Replace(_)
     ));
 }

@@ -58,19 +58,19 @@ impl Reconciler<'_> {
         if desired.is_some() && !namespace.is_empty() && !self.tenant.namespace_alive(namespace) {
             return Ok(Outcome::default());
         }
-        let hash = desired.as_ref().map(digest).unwrap_or_default();
-        let wrote = copy
-            .as_deref()
-            .is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
-        let mut action = decide::public_copy(desired.as_ref(), copy.as_deref(), wrote);
         let writer = &self.tenant.writer;
         let api = &tenant_kind.resource;
-        let mut found = None;
-        if let Action::Check(desired) = &action {
-            found = writer.get(api, namespace, name).await?;
-            let what = format!("{} {}", resource.group_kind, slash(namespace, name));
-            action = decide::public_checked(found.as_ref(), desired, &what);
-        }
+        let source = "the public super object of that name";
+        let (action, found, hash) = self
+            .copy_action(
+                key,
+                resource,
+                api,
+                desired.as_ref(),
+                copy.as_deref(),
+                source,
+            )
+            .await?;
         let out = match action {
             Action::Delete { uid } => {
                 if let Some(in_use) = self.crd_in_use(resource, copy.as_deref()).await? {
@@ -109,21 +109,62 @@ impl Reconciler<'_> {
                 }
                 Err(e) => return Err(e),
             },
-            _ => {
-                self.set_synced(key, desired.is_some());
-                if desired.is_some() {
-                    self.accepted(key);
-                }
-                return Ok(Outcome::default());
-            }
+            _ => return Ok(self.copy_unchanged(key, desired.is_some())),
         };
+        Ok(self.copy_written(key, tenant_cache, hash, out))
+    }
+
+    /// What to do with the tenant's read-only copy `copy` of `key` (of `resource`, served as
+    /// `api`) to make it `desired`: from the caches and ferry's last write, and, where the
+    /// name may be free, from the tenant API server (the object found is returned too; a
+    /// tenant object of that name is refused as not a copy of `source`). Also `desired`'s
+    /// digest, for the ledger.
+    pub(super) async fn copy_action(
+        &self,
+        key: &Key,
+        resource: &Resource,
+        api: &ApiResource,
+        desired: Option<&Value>,
+        copy: Option<&Value>,
+        source: &str,
+    ) -> Result<(Action, Option<Value>, String)> {
+        let hash = desired.map(digest).unwrap_or_default();
+        let wrote = copy.is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
+        let action = decide::public_copy(desired, copy, wrote);
+        let Action::Check(desired) = &action else {
+            return Ok((action, None, hash));
+        };
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        let found = self.tenant.writer.get(api, namespace, name).await?;
+        let what = format!("{} {}", resource.group_kind, slash(namespace, name));
+        let action = decide::public_checked(found.as_ref(), desired, &what, source);
+        Ok((action, found, hash))
+    }
+
+    /// A read-only copy ferry just wrote (`out`, of digest `hash`): remembered, in sync.
+    pub(super) fn copy_written(
+        &self,
+        key: &Key,
+        cache: &Cache,
+        hash: String,
+        out: Value,
+    ) -> Outcome {
         self.tenant
             .ledger()
             .record_write(key, Part::Copy, hash, &out);
-        tenant_cache.remember(out);
+        cache.remember(out);
         self.accepted(key);
         self.set_synced(key, true);
-        Ok(Outcome::wrote(true))
+        Outcome::wrote(true)
+    }
+
+    /// A read-only copy left as it is: in sync if one is wanted.
+    pub(super) fn copy_unchanged(&self, key: &Key, wanted: bool) -> Outcome {
+        self.set_synced(key, wanted);
+        if wanted {
+            self.accepted(key);
+        }
+        Outcome::default()
     }
 }
 

@@ -12,14 +12,12 @@ use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Resource, Scope};
 use ferry_core::schema::load::split_api_version;
-use ferry_core::translate::{Reason, Refusal, ANN_PRODUCED_FOR};
+use ferry_core::translate::{Reason, ANN_PRODUCED_FOR};
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result};
-use crate::compare::digest;
-use crate::decide::{self, Action};
-use crate::key::{slash, Key, Kind};
-use crate::ledger::Part;
+use crate::decide::Action;
+use crate::key::{Key, Kind};
 use crate::object::{deleting, uid, Ownership};
 use crate::placement;
 
@@ -88,28 +86,23 @@ impl Reconciler<'_> {
         if desired.is_none() && self.awaits_producer(key, copy.as_deref()) {
             return Ok(Outcome::again(AWAIT_PRODUCER));
         }
-        let hash = desired.as_ref().map(digest).unwrap_or_default();
-        let wrote = copy
-            .as_deref()
-            .is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
-        let mut action = decide::public_copy(desired.as_ref(), copy.as_deref(), wrote);
         let writer = &self.tenant.writer;
         let api = &tenant_kind.resource;
-        if let Action::Check(desired) = &action {
-            let found = writer.get(api, namespace, name).await?;
-            let what = format!("{} {}", resource.group_kind, slash(namespace, name));
-            action = match found.as_ref() {
-                Some(f) if !Ownership::of(f).from_super => Action::Refuse(Refusal::new(
-                    Reason::SyncConflict,
-                    format!(
-                        "the tenant has its own {what}; the {} produced in the super cluster for {} is not copied over it",
-                        resource.group_kind,
-                        producer.as_ref().map_or("it", |p| p.label.as_str())
-                    ),
-                )),
-                _ => decide::public_checked(found.as_ref(), desired, &what),
-            };
-        }
+        let source = format!(
+            "the {} produced in the super cluster for {}",
+            resource.group_kind,
+            producer.as_ref().map_or("it", |p| p.label.as_str())
+        );
+        let (action, _, hash) = self
+            .copy_action(
+                key,
+                resource,
+                api,
+                desired.as_ref(),
+                copy.as_deref(),
+                &source,
+            )
+            .await?;
         let out = match action {
             Action::Delete { uid } => {
                 self.set_synced(key, false);
@@ -142,21 +135,9 @@ impl Reconciler<'_> {
                 }
                 Err(e) => return Err(e),
             },
-            _ => {
-                self.set_synced(key, desired.is_some());
-                if desired.is_some() {
-                    self.accepted(key);
-                }
-                return Ok(Outcome::default());
-            }
+            _ => return Ok(self.copy_unchanged(key, desired.is_some())),
         };
-        self.tenant
-            .ledger()
-            .record_write(key, Part::Copy, hash, &out);
-        tenant_cache.remember(out);
-        self.accepted(key);
-        self.set_synced(key, true);
-        Ok(Outcome::wrote(true))
+        Ok(self.copy_written(key, tenant_cache, hash, out))
     }
 
     /// What the super object `object` (in super `i`'s namespace `super_ns`) was produced for:
