@@ -66,7 +66,8 @@ async fn main() -> Result<()> {
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
     let rss_before = ferry.rss().unwrap_or(0);
-    // `FERRY_BENCH_ONLY=memory` or `cost`: one figure alone, for profiling.
+    // `FERRY_BENCH_ONLY=memory`, `cost` or `latency` (with fairness): one figure alone, for
+    // profiling.
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     if only == "memory" {
         for _ in 0..ROUNDS {
@@ -79,6 +80,25 @@ async fn main() -> Result<()> {
             "memory: ferry's RSS grew {:.0} bytes per synced object (target <= 2048)",
             grown / (ROUNDS * PER_ROUND) as f64
         );
+        return Ok(());
+    }
+    if only == "latency" {
+        let ns = fresh_namespace(s, "bench-lat").await?;
+        let direct_ms = latencies(s, &ns, s, &ns).await?;
+        let ns = fresh_namespace(a, "bench-lat").await?;
+        let synced_ms = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+        for (what, ms) in [("direct", direct_ms), ("synced", synced_ms)] {
+            let p = |q| percentile(ms.clone(), q);
+            println!(
+                "latency {what}: p50 {:.1} p90 {:.1} p99 {:.1} max {:.1} ms",
+                p(0.5),
+                p(0.9),
+                p(0.99),
+                p(1.0)
+            );
+        }
+        let (idle, loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
+        println!("fairness: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
         return Ok(());
     }
     // The super API server, and its etcd when the tenants have one of their own (`cargo xtask

@@ -1,8 +1,9 @@
 //! Watch caches: one per (cluster, kind), fed by a kube-runtime watcher and read by the
 //! reconciler. Objects are kept as compact JSON text without `managedFields` (a parsed value
 //! takes several times the memory of its text) and parsed when the reconciler reads them.
-//! A cache of super copies keeps a copy the reconciler checked reduced to what flows up
-//! (`held.rs`): what ferry wrote there is known from the tenant object and a digest.
+//! The caches of a toSuper kind, on both sides, keep an object the reconciler checked reduced
+//! to what flows up (`held.rs`): what ferry wrote is known from a digest, and a tenant object
+//! is read whole again only when it must be translated.
 //!
 //! ```text
 //!  discovery (retried until served) ─▶ watcher ─▶ Cache ─▶ on_change(object) ─▶ queues
@@ -72,7 +73,7 @@ impl Cache {
         Self::reducing(what, None)
     }
 
-    /// An empty cache of super copies that keeps a checked copy reduced by `reduce`.
+    /// An empty cache that keeps a checked object reduced by `reduce`.
     pub fn reducing(what: String, reduce: Option<Reduce>) -> Self {
         Self {
             what,

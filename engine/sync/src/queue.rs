@@ -5,7 +5,9 @@
 //! (client-go's workqueue semantics, per tenant). A failed key comes back after an
 //! exponential backoff of its own (client-go's rate-limited queue): the queue holds delayed
 //! keys itself, deduplicated, with no task per retry. A tenant holds at most `per_tenant`
-//! workers at once, so a tenant whose API server hangs cannot take every worker.
+//! workers at once, so a tenant whose API server hangs cannot take every worker, and at most
+//! `sharing` while another tenant has work, so that one tenant's burst does not fill the super
+//! API server with its writes ahead of another tenant's.
 //!
 //! ```text
 //!  add ─▶ ready ─┐                      ┌─▶ worker ─▶ done (requeued if added meanwhile)
@@ -47,9 +49,24 @@ struct TenantQueue {
     open: bool,
     /// Consecutive failures per key.
     failures: HashMap<Key, u32>,
+    /// When a worker last took one of its keys.
+    taken: Option<Due>,
 }
 
+/// How long a tenant that had a key taken counts as having work: a tenant creating now and
+/// then (one object every 100 ms) is not left alone with one that holds every share.
+pub const SHARING_WINDOW: Duration = Duration::from_secs(1);
+
 impl TenantQueue {
+    /// Whether it has work: keys waiting or held, or one taken within [`SHARING_WINDOW`].
+    fn busy(&self, now: Due) -> bool {
+        !self.waiting.is_empty()
+            || !self.processing.is_empty()
+            || self
+                .taken
+                .is_some_and(|t| now.duration_since(t) < SHARING_WINDOW)
+    }
+
     fn push(&mut self, key: Key, urgent: bool) {
         if urgent {
             self.ready.push_back(key);
@@ -96,6 +113,8 @@ pub struct Queues {
     notify: Notify,
     /// At most this many keys of one tenant are processed at once.
     per_tenant: usize,
+    /// ... and at most this many while another tenant has work (see [`Queues::sharing`]).
+    sharing: usize,
     /// `ferry_queue_depth{tenant}`, kept current on every change.
     depth: Option<Family<Labels, Gauge>>,
 }
@@ -114,8 +133,18 @@ impl Queues {
             state: Mutex::default(),
             notify: Notify::new(),
             per_tenant: per_tenant.max(1),
+            sharing: per_tenant.max(1),
             depth,
         }
+    }
+
+    /// Queues that hand a tenant at most `sharing` keys at once while another tenant has
+    /// work (keys waiting or held, or one taken in the last [`SHARING_WINDOW`]). The super API
+    /// server serves every tenant's writes: a tenant creating as fast as it can with many
+    /// writes in flight there makes another tenant's single write wait behind them all.
+    pub fn sharing(mut self, sharing: usize) -> Self {
+        self.sharing = sharing.clamp(1, self.per_tenant);
+        self
     }
 
     fn report(&self, tenant: &str, waiting: usize) {
@@ -306,17 +335,36 @@ impl Queues {
                 for _ in 1..queued {
                     self.notify.notify_one();
                 }
+                let now = Due::now();
+                let busy = state
+                    .tenants
+                    .values()
+                    .filter(|q| q.open && q.busy(now))
+                    .count();
+                let share = if busy > 1 {
+                    self.sharing
+                } else {
+                    self.per_tenant
+                };
                 let n = state.order.len();
+                // A tenant held back only by sharing may take more once the others have had
+                // nothing for a while: look again then, even if nothing else happens.
+                let mut wake = wake;
                 for i in 0..n {
                     let at = (state.cursor + i) % n;
                     let tenant = state.order[at].clone();
                     let Some(q) = state.tenants.get_mut(&tenant) else {
                         continue;
                     };
-                    if !q.open || q.processing.len() >= self.per_tenant {
+                    if !q.open || q.processing.len() >= share {
+                        if q.open && q.processing.len() < self.per_tenant && !q.waiting.is_empty() {
+                            let again = now + SHARING_WINDOW;
+                            wake = Some(wake.map_or(again, |w| w.min(again)));
+                        }
                         continue;
                     }
                     if let Some(key) = q.pop() {
+                        q.taken = Some(now);
                         let since = q.waiting.remove(&key).map_or_else(Instant::now, |(t, _)| t);
                         q.processing.insert(key.clone());
                         let waiting = q.waiting.len();

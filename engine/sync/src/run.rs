@@ -23,7 +23,7 @@ use crate::queue::Queues;
 use crate::state::Shared;
 use crate::tenant_secrets::SecretTenants;
 use crate::tenants::{follow, Running};
-use crate::workers::{work, PER_TENANT, WORKERS};
+use crate::workers::{work, PER_TENANT, SHARING, WORKERS};
 
 /// Why `ferry run` stopped.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,8 @@ pub async fn run(options: Options) -> Result<()> {
     let (leader_tx, leader_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
     let elect = options.leader_elect || config.leader_election.enabled;
-    let queues = Arc::new(Queues::new(PER_TENANT, Some(metrics.queue_depth.clone())));
+    let queues =
+        Arc::new(Queues::new(PER_TENANT, Some(metrics.queue_depth.clone())).sharing(SHARING));
     let shared = Shared::new(
         policy.clone(),
         Arc::new(options.sandbox),

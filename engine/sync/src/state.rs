@@ -303,7 +303,8 @@ impl TenantState {
                     Some(format!("{LABEL_FROM_SUPER}=true"))
                 }
             },
-            |_| None,
+            // Once checked, a tenant object is held as what flows up into it.
+            crate::watch::flowing_up(&shared.policy),
             None,
             tenant_router(shared.queues.clone(), name.clone()),
         );

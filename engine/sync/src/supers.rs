@@ -13,7 +13,7 @@ use ferry_core::translate::LABEL_TENANT;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::{Cache, Reduce};
+use crate::cache::Cache;
 use crate::client::Clients;
 use crate::metrics::Metrics;
 use crate::queue::Queues;
@@ -72,15 +72,7 @@ impl Super {
                 Direction::Produced => Some(format!("!{LABEL_TENANT}")),
             },
             // ferry's copies, once checked, are held as what flows up.
-            |idx| {
-                let policy = policy.clone();
-                (policy.resources[idx].direction == Direction::ToSuper).then(|| {
-                    let reduce: Reduce = Arc::new(move |fields| {
-                        ferry_core::translate::flowing_up(&policy.resources[idx], fields)
-                    });
-                    reduce
-                })
-            },
+            crate::watch::flowing_up(policy),
             Some(LABEL_TENANT.to_string()),
             super_router(queues, policy.clone(), namespaces.clone()),
         );

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ferry_core::policy::{LabelSelector, Policy, Resource};
+use ferry_core::policy::{Direction, LabelSelector, Policy, Resource};
 use kube::core::GroupVersionKind;
 use kube::Client;
 use tokio::task::JoinHandle;
@@ -18,6 +18,21 @@ pub fn gvk_of(resource: &Resource) -> GroupVersionKind {
         resource.version(),
         &resource.group_kind.kind,
     )
+}
+
+/// How the caches of `policy`'s toSuper kinds hold an object once the reconciler checked it:
+/// reduced to what flows up (type, metadata, status, super-owned fields), on both sides.
+pub fn flowing_up(policy: &Arc<Policy>) -> impl Fn(usize) -> Option<Reduce> {
+    let policy = policy.clone();
+    move |idx| {
+        let policy = policy.clone();
+        (policy.resources[idx].direction == Direction::ToSuper).then(|| {
+            let reduce: Reduce = Arc::new(move |fields| {
+                ferry_core::translate::flowing_up(&policy.resources[idx], fields)
+            });
+            reduce
+        })
+    }
 }
 
 /// A label selector in the API's string syntax.

@@ -15,6 +15,11 @@ pub const WORKERS: usize = 32;
 /// How many of them one tenant may hold: a tenant whose API server hangs holds at most this
 /// many, and the others keep the rest.
 pub const PER_TENANT: usize = WORKERS / 4;
+/// How many one tenant may hold while another tenant has work. Measured with `cargo xtask
+/// bench --sync` (a quiet tenant's create while another creates 5,000): the quiet tenant's
+/// reconcile is its write to the super API server, which waits behind every write in flight
+/// there.
+pub const SHARING: usize = 2;
 
 /// One worker, until the queues close.
 pub async fn work(shared: Arc<Shared>) {

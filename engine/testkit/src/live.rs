@@ -245,7 +245,12 @@ impl Ferry {
         ) {
             (Ok(cpus), _) => {
                 let mut c = Command::new("taskset");
-                c.args(["-c", &cpus]).arg(ferry);
+                c.args(["-c", &cpus]);
+                // `FERRY_BENCH_WRAP="heaptrack -o /tmp/ferry-heap"`: a profiler around ferry.
+                if let Ok(wrap) = std::env::var("FERRY_BENCH_WRAP") {
+                    c.args(wrap.split_whitespace());
+                }
+                c.arg(ferry);
                 c
             }
             (Err(_), Some((launcher, args))) => {

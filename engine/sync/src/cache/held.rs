@@ -1,7 +1,9 @@
-//! What a cache holds of one object: its text, or, for a super copy the reconciler found
-//! holding what ferry applies, only what flows up and what ferry decides by, with a digest of
-//! the rest. A later version whose rest has the same digest stays checked, so a status update
-//! by a super-side controller neither brings the full text back nor needs a comparison.
+//! What a cache holds of one object: its text, or, for a tenant object of a toSuper kind or
+//! its super copy once the reconciler found the copy holding what ferry applies, only what
+//! flows up and what ferry decides by, with a digest of the rest. A later version whose rest
+//! has the same digest stays checked, so a status update neither brings the full text back nor
+//! needs a comparison; a tenant object is read whole from its API server when it must be
+//! translated again (`reconcile/to_super.rs`).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -13,7 +15,8 @@ use serde_json::{Map, Value};
 pub type Reduce = Arc<dyn Fn(&Map<String, Value>) -> Map<String, Value> + Send + Sync>;
 
 /// Metadata a reduced copy keeps: where it is, which version, whether it is going, the
-/// labels and annotations ferry's ownership and digest are read from, and its managers.
+/// labels and annotations ferry's ownership and digest are read from (`ferry.dev/` keys), and
+/// its managers.
 const KEPT_METADATA: [&str; 8] = [
     "name",
     "namespace",
@@ -24,6 +27,9 @@ const KEPT_METADATA: [&str; 8] = [
     "annotations",
     "managedFields",
 ];
+
+/// The prefix of the labels and annotations a reduced object keeps.
+const FERRY_KEYS: &str = "ferry.dev/";
 
 /// One cached object.
 #[derive(Clone)]
@@ -69,6 +75,13 @@ impl Reducer {
         let mut kept = (self.reduce)(fields);
         if let Some(Value::Object(meta)) = kept.get_mut("metadata") {
             meta.retain(|k, _| KEPT_METADATA.contains(&k.as_str()));
+            // Only ferry's own keys are read; the others (kubectl's copy of the whole object
+            // among them) count in the rest.
+            for field in ["labels", "annotations"] {
+                if let Some(Value::Object(keys)) = meta.get_mut(field) {
+                    keys.retain(|k, _| k.starts_with(FERRY_KEYS));
+                }
+            }
         }
         Some(Held::Checked {
             text: super::encode(&Value::Object(kept)),
@@ -227,6 +240,23 @@ mod tests {
         let mut other = copy("9", "small", "Pending");
         other["metadata"]["uid"] = json!("u2");
         assert!(!r.hold(&other, Some(&checked)).checked());
+    }
+
+    #[test]
+    fn only_ferrys_labels_and_annotations_are_kept() {
+        let r = reducer();
+        let mut object = copy("5", "small", "Pending");
+        object["metadata"]["labels"]["app"] = json!("shop");
+        object["metadata"]["annotations"] = json!({
+            "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\": {}}",
+            "ferry.dev/applied": "d1",
+        });
+        let text = r.checked(&object).unwrap().text().to_string();
+        assert!(text.contains("ferry.dev/tenant") && text.contains("ferry.dev/applied"));
+        assert!(
+            !text.contains("shop") && !text.contains("last-applied"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -94,6 +94,44 @@ async fn a_tenant_holds_at_most_its_share_of_workers() {
 }
 
 #[tokio::test]
+async fn a_tenant_holds_fewer_workers_while_another_has_work() {
+    let q = Queues::new(4, None).sharing(1);
+    for t in ["noisy", "quiet"] {
+        q.add_tenant(t.into());
+        q.open(t);
+    }
+    for i in 0..10 {
+        q.add(key("noisy", &format!("x{i}")));
+    }
+    // Alone, the noisy tenant takes its whole share.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(q.next().await.unwrap().0);
+    }
+    assert!(held.iter().all(|k| &*k.tenant == "noisy"));
+    // The quiet tenant's key comes next; then the noisy tenant gets one more only once it
+    // holds fewer than one, i.e. after all four are done.
+    q.add(key("quiet", "y"));
+    let (k, _) = q.next().await.unwrap();
+    assert_eq!(k, key("quiet", "y"));
+    q.done(&k);
+    for k in held.drain(..3) {
+        q.done(&k);
+    }
+    let next = tokio::time::timeout(Duration::from_millis(10), q.next()).await;
+    assert!(next.is_err(), "the noisy tenant still holds its one share");
+    q.done(&held.remove(0));
+    let (k, _) = q.next().await.unwrap();
+    assert_eq!(&*k.tenant, "noisy");
+    // Once the quiet tenant had nothing for a while, the noisy tenant has its share again,
+    // though no key was done meanwhile.
+    let started = Instant::now();
+    let (k2, _) = q.next().await.unwrap();
+    assert_eq!(&*k2.tenant, "noisy");
+    assert!(started.elapsed() >= SHARING_WINDOW / 2);
+}
+
+#[tokio::test]
 async fn failures_back_off_and_delays_are_deduplicated() {
     let q = Queues::default();
     q.add_tenant("a".into());

@@ -80,6 +80,7 @@ impl Reconciler<'_> {
                 self.set_synced(key, false);
                 writer.delete(api, namespace, name, &uid).await?;
                 tenant_cache.forget(namespace, name);
+                self.tenant.ledger().forget(key);
                 tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a super object that is gone or no longer public");
                 return Ok(Outcome::wrote(true));
             }

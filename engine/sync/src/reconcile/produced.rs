@@ -108,6 +108,7 @@ impl Reconciler<'_> {
                 self.set_synced(key, false);
                 writer.delete(api, namespace, name, &uid).await?;
                 tenant_cache.forget(namespace, name);
+                self.tenant.ledger().forget(key);
                 tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a produced object that is gone or no longer named or owned");
                 return Ok(Outcome::wrote(true));
             }
@@ -219,7 +220,7 @@ impl Reconciler<'_> {
             return false;
         }
         let ledger = self.tenant.ledger();
-        !ledger.synced.contains(&referrer) && !ledger.refusals.contains_key(&referrer)
+        !ledger.synced(&referrer) && !ledger.refusals.contains_key(&referrer)
     }
 
     /// The tenant object `key` names, from the caches, unless it is being deleted.

@@ -91,14 +91,7 @@ impl Reconciler<'_> {
 
     /// Whether ferry keeps `key` in sync (the `ferry_synced_objects` gauge).
     pub(super) fn set_synced(&self, key: &Key, synced: bool) {
-        let changed = {
-            let mut ledger = self.tenant.ledger();
-            if synced {
-                ledger.synced.insert(key.clone())
-            } else {
-                ledger.synced.remove(key)
-            }
-        };
+        let changed = self.tenant.ledger().set_synced(key, synced);
         if !changed {
             return;
         }

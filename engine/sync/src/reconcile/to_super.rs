@@ -49,9 +49,15 @@ impl Reconciler<'_> {
                     .filter(|(c, _)| Ownership::of(c).is_copy_of(key, namespaced))
             })
             .collect();
-        let object = tenant_cache
-            .get(&key.namespace, &key.name)
-            .filter(|o| !deleting(o));
+        // A reduced tenant object was checked to ask for what every copy holds; only its
+        // status and super-owned fields are held (`cache/held.rs`).
+        let (object, reduced) = match tenant_cache
+            .get_checked(&key.namespace, &key.name)
+            .filter(|(o, _)| !deleting(o))
+        {
+            Some((o, reduced)) => (Some(o), reduced),
+            None => (None, false),
+        };
         // Everything in a namespace being deleted goes with it.
         let wanted = decide::wanted(
             object.is_some(),
@@ -78,6 +84,44 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         }
         self.tenant.ledger().unsettle(key);
+        // Only what flows up can have changed since every copy was found holding what this
+        // object asks for: no translation.
+        if let (Some(object), true) = (&object, reduced && wanted) {
+            if let Some(current) = self.held_everywhere(key, object, &copies, &targets, namespaced)
+            {
+                let place = (super_ns.as_str(), super_name.as_str());
+                let up = self
+                    .flow_up(
+                        key,
+                        resource,
+                        object,
+                        &current,
+                        &tenant_kind,
+                        seen,
+                        place,
+                        &targets,
+                    )
+                    .await?;
+                return Ok(Outcome::wrote(up));
+            }
+        }
+        // A reduced object is read whole from the tenant's API server to be translated; gone
+        // meanwhile, its watch event follows.
+        let object = match object {
+            Some(_) if reduced && wanted => {
+                let whole = self
+                    .tenant
+                    .writer
+                    .get(&tenant_kind.resource, &key.namespace, &key.name)
+                    .await?;
+                match whole.filter(|o| !deleting(o)) {
+                    Some(o) => Some(Arc::new(o)),
+                    None => return Ok(Outcome::default()),
+                }
+            }
+            o => o,
+        };
+        let gone = object.is_none();
         let translated = match object.filter(|_| wanted) {
             None => {
                 if !resource.dependency {
@@ -104,9 +148,14 @@ impl Reconciler<'_> {
         };
         let Some((object, translated)) = translated else {
             self.set_synced(key, false);
-            return self
+            let deleted = self
                 .delete_copies(key, idx, (&super_ns, &super_name), &copies, &[])
-                .await;
+                .await?;
+            // Nothing is left to remember of an object that is gone with its copies.
+            if gone {
+                self.tenant.ledger().forget(key);
+            }
+            return Ok(deleted);
         };
         if !resource.dependency {
             deps::set(self.shared, self.tenant, key, &translated.references);
@@ -196,23 +245,23 @@ impl Reconciler<'_> {
         let Some(current) = status_from else {
             return Ok(Outcome::wrote(applied));
         };
-        self.accepted(key);
-        self.set_synced(key, true);
-        let up = self
-            .up(key, resource, &object, &current, &tenant_kind)
-            .await?;
-        if !up {
-            // After a write, the watch event of that write brings this very resourceVersion
-            // back: recording it now saves translating the object once more.
-            let copies: Vec<Option<(Arc<Value>, bool)>> = self
-                .shared
-                .supers
-                .iter()
-                .map(|s| s.caches[idx].get_checked(&super_ns, &super_name))
-                .collect();
-            let copy = versions(&copies, &targets);
-            self.tenant.ledger().settle(key, Seen { copy, ..seen });
+        // Every copy holds what the object asks for: the cache keeps it reduced from now on.
+        if complete {
+            tenant_cache.check(&object);
         }
+        let place = (super_ns.as_str(), super_name.as_str());
+        let up = self
+            .flow_up(
+                key,
+                resource,
+                &object,
+                &current,
+                &tenant_kind,
+                seen,
+                place,
+                &targets,
+            )
+            .await?;
         Ok(Outcome::wrote(applied || up))
     }
 
@@ -424,7 +473,7 @@ const NO_SUPER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The resourceVersions of a key's copies in every super and where they are to be, for
 /// [`Seen::copy`]: a change anywhere is a reason to look again.
-fn versions(copies: &[Option<(Arc<Value>, bool)>], targets: &[usize]) -> String {
+pub(super) fn versions(copies: &[Option<(Arc<Value>, bool)>], targets: &[usize]) -> String {
     let mut out = String::new();
     for (i, copy) in copies.iter().enumerate() {
         if let Some((c, _)) = copy {

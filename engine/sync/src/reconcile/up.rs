@@ -1,18 +1,95 @@
-//! What flows up: a super copy's status and super-owned fields into the tenant object.
+//! What flows up: a super copy's status and super-owned fields into the tenant object, and
+//! when only that can have changed (no translation needed).
+
+use std::sync::Arc;
 
 use ferry_core::policy::Resource;
 use ferry_core::schema::{Node, Rule};
 use serde_json::Value;
 
+use super::to_super::versions;
 use super::{Reconciler, Result};
 use crate::cache::Served;
 use crate::decide;
 use crate::key::{Key, Kind};
-use crate::ledger::Part;
+use crate::ledger::{Part, Seen};
+use crate::object::{deleting, Ownership};
 use crate::object::{rv, uid};
 use crate::write::Precondition;
 
 impl Reconciler<'_> {
+    /// Status and super-owned fields of `current` (the copy in the first target) flow up into
+    /// `object`; with nothing to write, `seen` (with the copies' versions now) is recorded as
+    /// settled. Whether anything was written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn flow_up(
+        &self,
+        key: &Key,
+        resource: &Resource,
+        object: &Value,
+        current: &Value,
+        tenant_kind: &Served,
+        seen: Seen,
+        (super_ns, super_name): (&str, &str),
+        targets: &[usize],
+    ) -> Result<bool> {
+        let Kind::Resource(idx) = key.kind else {
+            return Ok(false);
+        };
+        self.accepted(key);
+        self.set_synced(key, true);
+        let up = self.up(key, resource, object, current, tenant_kind).await?;
+        if !up {
+            // After a write, the watch event of that write brings this very resourceVersion
+            // back: recording it now saves translating the object once more.
+            let copies: Vec<Option<(Arc<Value>, bool)>> = self
+                .shared
+                .supers
+                .iter()
+                .map(|s| s.caches[idx].get_checked(super_ns, super_name))
+                .collect();
+            let copy = versions(&copies, targets);
+            self.tenant.ledger().settle(key, Seen { copy, ..seen });
+        }
+        Ok(up)
+    }
+
+    /// The copy status flows up from (the first target's) when the reduced tenant object
+    /// `object` needs no translation: every target holds a checked copy of it (this very
+    /// tenant object, not being deleted), no other super holds one, no copy awaits a cleanup,
+    /// and no migration is under way (a namespaced object has one target).
+    pub(super) fn held_everywhere(
+        &self,
+        key: &Key,
+        object: &Value,
+        copies: &[Option<(Arc<Value>, bool)>],
+        targets: &[usize],
+        namespaced: bool,
+    ) -> Option<Arc<Value>> {
+        let source = *targets.first()?;
+        if namespaced && targets.len() > 1 {
+            return None;
+        }
+        for (i, copy) in copies.iter().enumerate() {
+            match (targets.contains(&i), copy) {
+                (false, None) => {}
+                (true, Some((c, true)))
+                    if !deleting(c) && Ownership::of(c).uid == Some(uid(object)) => {}
+                _ => return None,
+            }
+        }
+        let ledger = self.tenant.ledger();
+        if !ledger.stale.is_empty()
+            && targets
+                .iter()
+                .any(|&i| ledger.stale.contains_key(&(key.clone(), i)))
+        {
+            return None;
+        }
+        drop(ledger);
+        copies[source].as_ref().map(|(c, _)| c.clone())
+    }
+
     /// Status and super-owned fields of the super copy `current` flow up into the tenant
     /// object; whether anything was written.
     pub(super) async fn up(
