@@ -56,12 +56,7 @@ async fn main() -> Result<()> {
     if let Some(policy) = std::env::var_os("FERRY_BENCH_POLICY") {
         settings.policy = policy.into();
     }
-    let mut ferry = Ferry::start(
-        Path::new(env!("CARGO_BIN_EXE_ferry")),
-        &dir,
-        &settings,
-        "ferry.log",
-    )?;
+    let mut ferry = Ferry::start(&ferry_binary(), &dir, &settings, "ferry.log")?;
     ferry.ready().await?;
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
@@ -181,12 +176,7 @@ async fn main() -> Result<()> {
     // Before the restart's objects, which every ferry started later would list.
     ferry.stop()?;
     let (ready_50, rss_per_tenant) = tenants_50(&dir, &settings).await?;
-    let mut ferry = Ferry::start(
-        Path::new(env!("CARGO_BIN_EXE_ferry")),
-        &dir,
-        &settings,
-        "ferry-2.log",
-    )?;
+    let mut ferry = Ferry::start(&ferry_binary(), &dir, &settings, "ferry-2.log")?;
     ferry.ready().await?;
 
     // Restart with many synced, unchanged objects: writes and time to converge.
@@ -204,12 +194,7 @@ async fn main() -> Result<()> {
         .await?;
     ferry.stop()?;
     let started = Instant::now();
-    let mut ferry = Ferry::start(
-        Path::new(env!("CARGO_BIN_EXE_ferry")),
-        &dir,
-        &settings,
-        "ferry-restart.log",
-    )?;
+    let mut ferry = Ferry::start(&ferry_binary(), &dir, &settings, "ferry-restart.log")?;
     ferry.ready().await?;
     let ready = started.elapsed();
     let mut calm = 0;
@@ -294,12 +279,7 @@ async fn tenants_50(dir: &Path, settings: &Settings) -> Result<(f64, f64)> {
         clusters: [("t00".to_string(), "team-b".to_string())].into(),
         ..settings.clone()
     };
-    let mut single = Ferry::start(
-        Path::new(env!("CARGO_BIN_EXE_ferry")),
-        dir,
-        &one,
-        "ferry-1-tenant.log",
-    )?;
+    let mut single = Ferry::start(&ferry_binary(), dir, &one, "ferry-1-tenant.log")?;
     single.ready().await?;
     settle(&single).await?;
     let rss_one = single.rss().unwrap_or(0) as f64;
@@ -314,12 +294,7 @@ async fn tenants_50(dir: &Path, settings: &Settings) -> Result<(f64, f64)> {
         ..settings.clone()
     };
     let started = Instant::now();
-    let mut fifty = Ferry::start(
-        Path::new(env!("CARGO_BIN_EXE_ferry")),
-        dir,
-        &many,
-        "ferry-50-tenants.log",
-    )?;
+    let mut fifty = Ferry::start(&ferry_binary(), dir, &many, "ferry-50-tenants.log")?;
     fifty.ready().await?;
     let ready_50 = started.elapsed().as_secs_f64();
     settle(&fifty).await?;
@@ -330,4 +305,12 @@ async fn tenants_50(dir: &Path, settings: &Settings) -> Result<(f64, f64)> {
         rss_per_tenant / 1e6
     );
     Ok((ready_50, rss_per_tenant))
+}
+
+/// The ferry measured: this build's, or `FERRY_BENCH_FERRY` (another build, for a comparison
+/// on the same control planes).
+fn ferry_binary() -> std::path::PathBuf {
+    std::env::var_os("FERRY_BENCH_FERRY")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ferry").into())
 }

@@ -100,10 +100,11 @@ impl Cache {
 
     /// Records that `object`, as cached, holds what ferry applies: a cache of super copies
     /// then keeps it reduced, and later versions that differ only in what flows up stay
-    /// checked. Nothing changes if the cache holds another version by now.
-    pub fn check(&self, object: &Value) {
+    /// checked. Nothing changes if the cache holds another version by now. Whether the cache
+    /// holds this very version checked.
+    pub fn check(&self, object: &Value) -> bool {
         let (Some(reducer), Some(key)) = (&self.reducer, key_of(object)) else {
-            return;
+            return false;
         };
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         let same = objects
@@ -113,10 +114,18 @@ impl Cache {
                 h.metadata.uid == crate::object::uid(object)
                     && h.metadata.resource_version == rv(object)
             });
-        if same && !objects.get(&key).is_some_and(Held::checked) {
-            if let Some(held) = reducer.checked(object) {
+        if !same {
+            return false;
+        }
+        if objects.get(&key).is_some_and(Held::checked) {
+            return true;
+        }
+        match reducer.checked(object) {
+            Some(held) => {
                 objects.insert(key, held);
+                true
             }
+            None => false,
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::compare::{digest, holds, same_copy, ANN_APPLIED};
 use crate::key::{slash, Key};
-use crate::ledger::{Part, Seen};
+use crate::ledger::Part;
 use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
 
 /// What to do about one object.
@@ -52,12 +52,6 @@ pub enum Action {
 /// dependency is referenced by a synced object.
 pub fn wanted(exists: bool, namespace_alive: bool, dependency: bool, referenced: bool) -> bool {
     exists && namespace_alive && (!dependency || referenced)
-}
-
-/// Whether a reconcile can be skipped: the object is wanted and nothing changed since a
-/// reconcile that found nothing to do.
-pub fn settled(seen: &Seen, last: Option<&Seen>) -> bool {
-    seen.wanted && last == Some(seen)
 }
 
 /// The super copy to write: the translation with the digest ferry compares by.

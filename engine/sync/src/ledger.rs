@@ -1,7 +1,9 @@
 //! What a tenant remembers between reconciles. Lost on restart by design: everything here can
 //! be recomputed from the clusters.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use serde_json::Value;
 
@@ -12,8 +14,6 @@ use crate::refs::RefIndex;
 /// Which of ferry's writes for a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Part {
-    /// The super copy of a tenant object in one super (its index).
-    Down(usize),
     /// The status written up into the tenant object.
     Status,
     /// The super-owned fields written up into the tenant object.
@@ -22,8 +22,9 @@ pub enum Part {
     Copy,
 }
 
-/// What one reconcile of a toSuper key saw, to skip the next when nothing changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What one reconcile of a toSuper key saw, to skip the next when nothing changed (held as a
+/// keyed digest).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Seen {
     /// The tenant object's resourceVersion (empty when there is none).
     pub object: String,
@@ -46,15 +47,18 @@ struct Written {
 struct Entry {
     /// Whether ferry keeps it in sync.
     synced: bool,
-    /// What the last reconcile that found nothing to do saw.
-    settled: Option<Seen>,
+    /// The digest of what the last reconcile that found nothing to do saw.
+    settled: Option<u64>,
     /// ferry's last write of each part.
     written: Vec<(Part, Written)>,
+    /// When the tenant object was last held reduced: the count of `Queues::context` then, and
+    /// the keyed digest of the `ferry.dev/applied` its translation had.
+    checked: Option<(u64, u64)>,
 }
 
 impl Entry {
     fn is_empty(&self) -> bool {
-        !self.synced && self.settled.is_none() && self.written.is_empty()
+        !self.synced && self.settled.is_none() && self.written.is_empty() && self.checked.is_none()
     }
 }
 
@@ -72,6 +76,8 @@ pub struct Ledger {
     /// times.
     pub stale: HashMap<(Key, usize), u32>,
     entries: HashMap<Key, Entry>,
+    /// The key of the digests of `Seen`.
+    keys: RandomState,
 }
 
 impl Ledger {
@@ -102,14 +108,17 @@ impl Ledger {
         }
     }
 
-    /// What the last reconcile of `key` that found nothing to do saw.
-    pub fn settled(&self, key: &Key) -> Option<&Seen> {
-        self.entries.get(key)?.settled.as_ref()
+    /// Whether a reconcile of `key` that sees `seen` can be skipped: the object is wanted (a
+    /// delete is never skipped) and the last reconcile that found nothing to do saw the same.
+    pub fn settled(&self, key: &Key, seen: &Seen) -> bool {
+        seen.wanted
+            && self.entries.get(key).and_then(|e| e.settled) == Some(self.keys.hash_one(seen))
     }
 
     /// Records that a reconcile of `key` that saw `seen` left nothing to do.
     pub fn settle(&mut self, key: &Key, seen: Seen) {
-        self.entry(key).settled = Some(seen);
+        let digest = self.keys.hash_one(&seen);
+        self.entry(key).settled = Some(digest);
     }
 
     /// Forgets that `key` was settled.
@@ -131,10 +140,27 @@ impl Ledger {
         true
     }
 
+    /// Records that `key`'s tenant object, translated under context count `context` to a copy
+    /// whose `ferry.dev/applied` is `applied`, is held reduced.
+    pub fn check(&mut self, key: &Key, context: u64, applied: &str) {
+        let digest = self.keys.hash_one(applied);
+        self.entry(key).checked = Some((context, digest));
+    }
+
+    /// Whether `key`'s tenant object was held reduced under context count `context` with a
+    /// translation whose `ferry.dev/applied` is `applied`.
+    pub fn checked(&self, key: &Key, context: u64, applied: &str) -> bool {
+        self.entries.get(key).and_then(|e| e.checked)
+            == Some((context, self.keys.hash_one(applied)))
+    }
+
     /// Forgets everything about `key` but its refusal and references (its object and every
     /// copy of it are gone).
     pub fn forget(&mut self, key: &Key) {
         self.entries.remove(key);
+        if !self.stale.is_empty() {
+            self.stale.retain(|(k, _), _| k != key);
+        }
     }
 
     fn entry(&mut self, key: &Key) -> &mut Entry {
@@ -162,5 +188,47 @@ impl Ledger {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Kind;
+
+    #[test]
+    fn a_key_is_settled_by_what_it_saw_and_forgotten_with_its_object() {
+        let mut ledger = Ledger::default();
+        let key = Key::new(&"t".into(), Kind::Resource(0), "ns", "a");
+        let seen = Seen {
+            object: "1".into(),
+            copy: "0:2 [0]".into(),
+            wanted: true,
+        };
+        assert!(!ledger.settled(&key, &seen));
+        ledger.settle(&key, seen.clone());
+        assert!(ledger.settled(&key, &seen));
+        let changed = Seen {
+            copy: "0:3 [0]".into(),
+            ..seen.clone()
+        };
+        assert!(!ledger.settled(&key, &changed));
+        let unwanted = Seen {
+            wanted: false,
+            ..seen.clone()
+        };
+        ledger.settle(&key, unwanted.clone());
+        assert!(
+            !ledger.settled(&key, &unwanted),
+            "deletes are never skipped"
+        );
+        ledger.unsettle(&key);
+        assert!(ledger.entries.is_empty(), "nothing else was remembered");
+        assert!(ledger.set_synced(&key, true) && !ledger.set_synced(&key, true));
+        ledger.check(&key, 3, "d1");
+        assert!(ledger.checked(&key, 3, "d1"));
+        assert!(!ledger.checked(&key, 4, "d1") && !ledger.checked(&key, 3, "d2"));
+        ledger.forget(&key);
+        assert!(!ledger.synced(&key) && ledger.entries.is_empty());
     }
 }

@@ -16,6 +16,7 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,13 +59,11 @@ struct TenantQueue {
 pub const SHARING_WINDOW: Duration = Duration::from_secs(1);
 
 impl TenantQueue {
-    /// Whether it has work: keys waiting or held, or one taken within [`SHARING_WINDOW`].
+    /// Whether it has work: a change (not a resync, not a retry) taken within
+    /// [`SHARING_WINDOW`].
     fn busy(&self, now: Due) -> bool {
-        !self.waiting.is_empty()
-            || !self.processing.is_empty()
-            || self
-                .taken
-                .is_some_and(|t| now.duration_since(t) < SHARING_WINDOW)
+        self.taken
+            .is_some_and(|t| now.duration_since(t) < SHARING_WINDOW)
     }
 
     fn push(&mut self, key: Key, urgent: bool) {
@@ -75,17 +74,17 @@ impl TenantQueue {
         }
     }
 
-    /// The next waiting key no worker holds: changes first.
-    fn pop(&mut self) -> Option<Key> {
+    /// The next waiting key no worker holds, and whether it is a change: changes first.
+    fn pop(&mut self) -> Option<(Key, bool)> {
         let usable = |q: &Self, k: &Key| q.waiting.contains_key(k) && !q.processing.contains(k);
         while let Some(key) = self.ready.pop_front() {
             if usable(self, &key) {
-                return Some(key);
+                return Some((key, true));
             }
         }
         while let Some(key) = self.background.pop_front() {
             if usable(self, &key) {
-                return Some(key);
+                return Some((key, false));
             }
         }
         None
@@ -117,6 +116,8 @@ pub struct Queues {
     sharing: usize,
     /// `ferry_queue_depth{tenant}`, kept current on every change.
     depth: Option<Family<Labels, Gauge>>,
+    /// Counts changes of what a translation reads besides the object (see [`Queues::context`]).
+    context: AtomicU64,
 }
 
 impl Default for Queues {
@@ -135,11 +136,25 @@ impl Queues {
             per_tenant: per_tenant.max(1),
             sharing: per_tenant.max(1),
             depth,
+            context: AtomicU64::new(0),
         }
     }
 
+    /// How many times something a translation reads besides the object itself may have
+    /// changed: a public object, a namespace, a tenant's copy of a public or produced object.
+    /// A reduced tenant object checked under another count is translated again at its next
+    /// reconcile (the routers count; keys are queued as before).
+    pub fn context(&self) -> u64 {
+        self.context.load(Ordering::Acquire)
+    }
+
+    /// Counts a change of [`Queues::context`].
+    pub fn context_changed(&self) {
+        self.context.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Queues that hand a tenant at most `sharing` keys at once while another tenant has
-    /// work (keys waiting or held, or one taken in the last [`SHARING_WINDOW`]). The super API
+    /// work (a change taken in the last [`SHARING_WINDOW`]). The super API
     /// server serves every tenant's writes: a tenant creating as fast as it can with many
     /// writes in flight there makes another tenant's single write wait behind them all.
     pub fn sharing(mut self, sharing: usize) -> Self {
@@ -363,8 +378,12 @@ impl Queues {
                         }
                         continue;
                     }
-                    if let Some(key) = q.pop() {
-                        q.taken = Some(now);
+                    if let Some((key, change)) = q.pop() {
+                        // Only a change counts as work here: not a resync (the patrol), not a
+                        // retry (a tenant whose API server is down).
+                        if change && !q.failures.contains_key(&key) {
+                            q.taken = Some(now);
+                        }
                         let since = q.waiting.remove(&key).map_or_else(Instant::now, |(t, _)| t);
                         q.processing.insert(key.clone());
                         let waiting = q.waiting.len();

@@ -24,6 +24,7 @@ use crate::write;
 mod from_super;
 mod namespaces;
 mod produced;
+mod reduced;
 mod report;
 mod to_super;
 mod up;

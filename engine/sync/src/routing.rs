@@ -46,6 +46,7 @@ pub fn route_super(
             }
         }
         Some(r) if r.direction == Direction::FromSuper => {
+            queues.context_changed();
             let Some((namespace, name)) = key_of(object) else {
                 return;
             };
@@ -54,6 +55,10 @@ pub fn route_super(
             }
         }
         _ => {
+            // A super namespace of ferry's: the guard reads which names are super namespaces.
+            if kind == Kind::Namespace {
+                queues.context_changed();
+            }
             let namespaced = resource.is_none_or(|r| r.scope == Scope::Namespaced);
             if let Some(key) = Ownership::of(object).key(kind, namespaced) {
                 queues.add(key);
@@ -76,12 +81,27 @@ pub fn super_router(
     }
 }
 
-/// The callbacks of `tenant`'s caches: every change is the key of the object.
-pub fn tenant_router(queues: Arc<Queues>, tenant: Arc<str>) -> impl Fn(Kind) -> OnChange {
+/// The callbacks of `tenant`'s caches: every change is the key of the object. A namespace, or
+/// a tenant's copy of a public or produced object, is also read by translations (see
+/// [`Queues::context`]).
+pub fn tenant_router(
+    queues: Arc<Queues>,
+    policy: Arc<Policy>,
+    tenant: Arc<str>,
+) -> impl Fn(Kind) -> OnChange {
     move |kind| {
         let queues = queues.clone();
         let tenant = tenant.clone();
+        let context = match kind {
+            Kind::Namespace => true,
+            Kind::Resource(idx) => {
+                policy.resources.get(idx).map(|r| r.direction) != Some(Direction::ToSuper)
+            }
+        };
         Arc::new(move |object: &Value| {
+            if context {
+                queues.context_changed();
+            }
             if let Some((namespace, name)) = key_of(object) {
                 queues.add(Key::new(&tenant, kind, &namespace, &name));
             }

@@ -306,7 +306,7 @@ impl TenantState {
             // Once checked, a tenant object is held as what flows up into it.
             crate::watch::flowing_up(&shared.policy),
             None,
-            tenant_router(shared.queues.clone(), name.clone()),
+            tenant_router(shared.queues.clone(), shared.policy.clone(), name.clone()),
         );
         let recorder = Recorder::new(
             clients.requests.clone(),

@@ -255,6 +255,18 @@ pub async fn unpublished_references_refused(identity: Identity) -> Result<()> {
             "{name} was written"
         );
     }
+    // Un-published later: the synced reference is judged again at the copy's next change
+    // (a controller's status update), though neither object's spec changed.
+    Kind::new(CERT, "ClusterIssuer")
+        .at(&s, "", &published)
+        .merge(json!({"metadata": {"labels": {"tenancy.x-k8s.io/super.public": "false"}}}))
+        .await?;
+    Kind::new(CERT, "Certificate")
+        .at(&s, &super_ns, "shop")
+        .merge_status(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        .await?;
+    let note = until_event(&a, &ns, "shop", "UnapprovedReference").await?;
+    ensure!(note.contains("does not publish"), "{note}");
     for name in [&published, &private] {
         Kind::new(CERT, "ClusterIssuer")
             .at(&s, "", name)

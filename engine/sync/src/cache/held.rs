@@ -115,7 +115,9 @@ impl Reducer {
     }
 
     /// The digest of what a reduced copy leaves out, and of its labels and annotations (keyed
-    /// per process): everything but status, the resourceVersion and managedFields.
+    /// per process): everything but status, the resourceVersion, managedFields and the
+    /// generation (which a status write bumps for a kind without a status subresource, and
+    /// which otherwise changes only with what the digest covers).
     fn rest(&self, fields: &Map<String, Value>) -> u64 {
         let mut hasher = self.keys.build_hasher();
         for (k, v) in sorted(fields) {
@@ -128,7 +130,10 @@ impl Reducer {
                         continue;
                     };
                     for (mk, mv) in sorted(meta) {
-                        if !matches!(mk.as_str(), "resourceVersion" | "managedFields") {
+                        if !matches!(
+                            mk.as_str(),
+                            "resourceVersion" | "managedFields" | "generation"
+                        ) {
                             mk.hash(&mut hasher);
                             feed(&mut hasher, mv);
                         }

@@ -37,27 +37,12 @@ fn desired(spec: Value) -> (Value, String) {
 }
 
 #[test]
-fn wanted_and_settled() {
+fn what_is_wanted() {
     assert!(wanted(true, true, false, false));
     assert!(!wanted(false, true, false, true));
     assert!(!wanted(true, false, false, true), "namespace going");
     assert!(!wanted(true, true, true, false), "unreferenced dependency");
     assert!(wanted(true, true, true, true));
-    let seen = Seen {
-        object: "1".into(),
-        copy: "2".into(),
-        wanted: true,
-    };
-    assert!(settled(&seen, Some(&seen.clone())));
-    assert!(!settled(&seen, None));
-    let unwanted = Seen {
-        wanted: false,
-        ..seen.clone()
-    };
-    assert!(
-        !settled(&unwanted, Some(&unwanted.clone())),
-        "deletes are never skipped"
-    );
 }
 
 /// `d` naming the uid it may be applied to.

@@ -164,6 +164,9 @@ impl Reconciler<'_> {
         self.set_synced(key, wanted);
         if wanted {
             self.accepted(key);
+        } else {
+            // Nothing on either side: nothing to remember.
+            self.tenant.ledger().forget(key);
         }
         Outcome::default()
     }

@@ -12,7 +12,7 @@ use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::decide::{self, Action};
 use crate::deps;
 use crate::key::Key;
-use crate::ledger::{Part, Seen};
+use crate::ledger::Seen;
 use crate::object::{deleting, meta_str, rv, uid, Ownership};
 use crate::placement;
 use crate::write::Precondition;
@@ -25,6 +25,8 @@ impl Reconciler<'_> {
         idx: usize,
         resource: &Resource,
     ) -> Result<Outcome> {
+        // Read before anything a translation reads: a change after this is seen next time.
+        let context = self.shared.queues.context();
         let tenant_cache = &self.tenant.caches[idx];
         let Some(tenant_kind) = tenant_cache.served() else {
             return Ok(Outcome::default());
@@ -80,14 +82,15 @@ impl Reconciler<'_> {
         };
         // Nothing changed since a reconcile that found nothing to do: skip the translation.
         // (The patrol queues every key; this keeps it cheap.)
-        if decide::settled(&seen, self.tenant.ledger().settled(key)) {
+        if self.tenant.ledger().settled(key, &seen) {
             return Ok(Outcome::default());
         }
         self.tenant.ledger().unsettle(key);
         // Only what flows up can have changed since every copy was found holding what this
         // object asks for: no translation.
         if let (Some(object), true) = (&object, reduced && wanted) {
-            if let Some(current) = self.held_everywhere(key, object, &copies, &targets, namespaced)
+            if let Some(current) =
+                self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
             {
                 let place = (super_ns.as_str(), super_name.as_str());
                 let up = self
@@ -105,18 +108,13 @@ impl Reconciler<'_> {
                 return Ok(Outcome::wrote(up));
             }
         }
-        // A reduced object is read whole from the tenant's API server to be translated; gone
-        // meanwhile, its watch event follows.
+        // A reduced object is read whole from the tenant's API server to be translated.
         let object = match object {
-            Some(_) if reduced && wanted => {
-                let whole = self
-                    .tenant
-                    .writer
-                    .get(&tenant_kind.resource, &key.namespace, &key.name)
-                    .await?;
-                match whole.filter(|o| !deleting(o)) {
-                    Some(o) => Some(Arc::new(o)),
-                    None => return Ok(Outcome::default()),
+            Some(cached) if reduced && wanted => {
+                let read = (key, idx, &tenant_kind.resource);
+                match self.whole(read, &cached, &copies, &targets).await? {
+                    Ok(whole) => Some(whole),
+                    Err(outcome) => return Ok(outcome),
                 }
             }
             o => o,
@@ -246,8 +244,8 @@ impl Reconciler<'_> {
             return Ok(Outcome::wrote(applied));
         };
         // Every copy holds what the object asks for: the cache keeps it reduced from now on.
-        if complete {
-            tenant_cache.check(&object);
+        if complete && tenant_cache.check(&object) {
+            self.tenant.ledger().check(key, context, &hash);
         }
         let place = (super_ns.as_str(), super_name.as_str());
         let up = self
@@ -283,7 +281,6 @@ impl Reconciler<'_> {
             Some((c, checked)) => (Some(c), checked),
             None => (None, false),
         };
-        let part = Part::Down(i);
         let stale = {
             let ledger = self.tenant.ledger();
             // Almost always empty: no key is cloned for the lookup then.
@@ -293,10 +290,8 @@ impl Reconciler<'_> {
                     .get(&(key.clone(), i))
                     .is_some_and(|failed| *failed < CLEANUP_TRIES)
         };
-        let holding = checked
-            || actual
-                .as_deref()
-                .is_some_and(|s| self.tenant.ledger().wrote(key, part, hash, s));
+        // A copy ferry wrote or found holding what it applies is held checked.
+        let holding = checked;
         let mut action = decide::to_super(desired, hash, actual.as_deref(), uid(object), holding);
         // The last apply left fields it dropped: apply again.
         if let (true, Action::Nothing, Some(copy)) = (stale, &action, actual.as_deref()) {
@@ -318,7 +313,7 @@ impl Reconciler<'_> {
                     })
                 }
                 Action::Create(body) => {
-                    match self.write_copy(key, (i, idx), place, &body, hash).await {
+                    match self.write_copy(key, (i, idx), place, &body).await {
                         Ok(out) => return Ok(Ok((out, true))),
                         // Something holds the name: ferry's copy the cache has not seen yet, or
                         // someone else's object. Only now is it read, once.
@@ -338,7 +333,7 @@ impl Reconciler<'_> {
                 }
                 Action::Apply(body) => {
                     tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %supers[i].name, "the super copy differs; applying");
-                    let out = self.write_copy(key, (i, idx), place, &body, hash).await?;
+                    let out = self.write_copy(key, (i, idx), place, &body).await?;
                     return Ok(Ok((out, true)));
                 }
                 Action::Recreate { .. } => {
@@ -391,7 +386,6 @@ impl Reconciler<'_> {
         (i, idx): (usize, usize),
         place: (&ApiResource, &str, &str),
         body: &Value,
-        hash: &str,
     ) -> Result<Arc<Value>> {
         // A create is a POST, the super API server's cheapest write: 1.16x the super's CPU of
         // a direct create, 1.43x with a server-side apply (`cargo xtask bench --sync`).
@@ -429,10 +423,9 @@ impl Reconciler<'_> {
                 return Err(e);
             }
         };
+        // Held checked: whatever the API server made of the body (defaults, pruning), it is
+        // what ferry applied, so no write loop can start.
         target.caches[idx].remember_applied(out.clone());
-        self.tenant
-            .ledger()
-            .record_write(key, Part::Down(i), hash.to_string(), &out);
         Ok(Arc::new(out))
     }
 
@@ -466,7 +459,7 @@ struct Copy {
 }
 
 /// How many times a copy is applied again after the patch removing dropped fields failed.
-const CLEANUP_TRIES: u32 = 3;
+pub(super) const CLEANUP_TRIES: u32 = 3;
 
 /// While no super may take a namespace, look again this often.
 const NO_SUPER: std::time::Duration = std::time::Duration::from_secs(10);

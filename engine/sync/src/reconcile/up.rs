@@ -1,5 +1,4 @@
-//! What flows up: a super copy's status and super-owned fields into the tenant object, and
-//! when only that can have changed (no translation needed).
+//! What flows up: a super copy's status and super-owned fields into the tenant object.
 
 use std::sync::Arc;
 
@@ -13,7 +12,6 @@ use crate::cache::Served;
 use crate::decide;
 use crate::key::{Key, Kind};
 use crate::ledger::{Part, Seen};
-use crate::object::{deleting, Ownership};
 use crate::object::{rv, uid};
 use crate::write::Precondition;
 
@@ -52,42 +50,6 @@ impl Reconciler<'_> {
             self.tenant.ledger().settle(key, Seen { copy, ..seen });
         }
         Ok(up)
-    }
-
-    /// The copy status flows up from (the first target's) when the reduced tenant object
-    /// `object` needs no translation: every target holds a checked copy of it (this very
-    /// tenant object, not being deleted), no other super holds one, no copy awaits a cleanup,
-    /// and no migration is under way (a namespaced object has one target).
-    pub(super) fn held_everywhere(
-        &self,
-        key: &Key,
-        object: &Value,
-        copies: &[Option<(Arc<Value>, bool)>],
-        targets: &[usize],
-        namespaced: bool,
-    ) -> Option<Arc<Value>> {
-        let source = *targets.first()?;
-        if namespaced && targets.len() > 1 {
-            return None;
-        }
-        for (i, copy) in copies.iter().enumerate() {
-            match (targets.contains(&i), copy) {
-                (false, None) => {}
-                (true, Some((c, true)))
-                    if !deleting(c) && Ownership::of(c).uid == Some(uid(object)) => {}
-                _ => return None,
-            }
-        }
-        let ledger = self.tenant.ledger();
-        if !ledger.stale.is_empty()
-            && targets
-                .iter()
-                .any(|&i| ledger.stale.contains_key(&(key.clone(), i)))
-        {
-            return None;
-        }
-        drop(ledger);
-        copies[source].as_ref().map(|(c, _)| c.clone())
     }
 
     /// Status and super-owned fields of the super copy `current` flow up into the tenant
