@@ -62,6 +62,9 @@ pub struct Cache {
     reducer: Option<Reducer>,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
+    /// The `apiVersion` and `kind` every object of the cache has (known once served): held
+    /// once here, not in every object's text.
+    kind: std::sync::OnceLock<(Value, Value)>,
     /// Objects the watch saw deleted (by uid) since the last list, so that a write's answer
     /// arriving after the delete does not bring the object back.
     gone: Mutex<HashMap<ObjKey, String>>,
@@ -81,6 +84,7 @@ impl Cache {
             reducer: reduce.map(Reducer::new),
             phase: Mutex::new(Phase::Resolving),
             served: RwLock::default(),
+            kind: std::sync::OnceLock::new(),
             gone: Mutex::default(),
         }
     }
@@ -95,7 +99,7 @@ impl Cache {
     pub fn get_checked(&self, namespace: &str, name: &str) -> Option<(Arc<Value>, bool)> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
         let held = objects.get(&(namespace.to_string(), name.to_string()))?;
-        Some((decode(held.text())?, held.checked()))
+        Some((self.decode(held.text())?, held.checked()))
     }
 
     /// Records that `object`, as cached, holds what ferry applies: a cache of super copies
@@ -133,7 +137,7 @@ impl Cache {
     fn hold(&self, objects: &HashMap<ObjKey, Held>, key: &ObjKey, object: &Value) -> Held {
         match &self.reducer {
             Some(reducer) => reducer.hold(object, objects.get(key)),
-            None => Held::Full(encode(object)),
+            None => Held::Full(held::encode(object)),
         }
     }
 
@@ -152,7 +156,10 @@ impl Cache {
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.values().filter_map(|h| decode(h.text())).collect()
+        objects
+            .values()
+            .filter_map(|h| self.decode(h.text()))
+            .collect()
     }
 
     /// Where every object is.
@@ -266,12 +273,16 @@ fn head(text: &str) -> Option<Head<'_>> {
     serde_json::from_str(text).ok()
 }
 
-fn encode(value: &Value) -> Box<str> {
-    serde_json::to_string(value).unwrap_or_default().into()
-}
-
-fn decode(text: &str) -> Option<Arc<Value>> {
-    serde_json::from_str(text).ok().map(Arc::new)
+impl Cache {
+    /// An object from its text, its `apiVersion` and `kind` set back.
+    fn decode(&self, text: &str) -> Option<Arc<Value>> {
+        let mut value: Value = serde_json::from_str(text).ok()?;
+        if let (Value::Object(fields), Some((api_version, kind))) = (&mut value, self.kind.get()) {
+            fields.insert("apiVersion".into(), api_version.clone());
+            fields.insert("kind".into(), kind.clone());
+        }
+        Some(Arc::new(value))
+    }
 }
 
 /// A JSON object with its type set (list items of built-in kinds come without it) and without
@@ -373,6 +384,10 @@ pub async fn run(
     }
     cache.set_phase(Phase::Listing);
     let resource = served.resource.clone();
+    let _ = cache.kind.set((
+        Value::String(resource.api_version.clone()),
+        Value::String(resource.kind.clone()),
+    ));
     *cache.served.write().unwrap_or_else(|e| e.into_inner()) = Some(served);
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let mut config = watcher::Config::default();
@@ -405,8 +420,8 @@ pub async fn run(
                     let gone = objects
                         .iter()
                         .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, h)| decode(h.text()));
-                    let all = fresh.values().filter_map(|h| decode(h.text()));
+                        .filter_map(|(_, h)| cache.decode(h.text()));
+                    let all = fresh.values().filter_map(|h| cache.decode(h.text()));
                     let changed = gone.chain(all).collect();
                     *objects = fresh;
                     changed

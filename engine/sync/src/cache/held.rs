@@ -5,7 +5,7 @@
 //! needs a comparison; a tenant object is read whole from its API server when it must be
 //! translated again (`reconcile/to_super.rs`).
 
-use std::collections::hash_map::RandomState;
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -84,7 +84,7 @@ impl Reducer {
             }
         }
         Some(Held::Checked {
-            text: super::encode(&Value::Object(kept)),
+            text: encode(&Value::Object(kept)),
             rest: self.rest(fields),
         })
     }
@@ -111,7 +111,7 @@ impl Reducer {
                 }
             }
         }
-        Held::Full(super::encode(object))
+        Held::Full(encode(object))
     }
 
     /// The digest of what a reduced copy leaves out, and of its labels and annotations (keyed
@@ -119,44 +119,42 @@ impl Reducer {
     /// generation (which a status write bumps for a kind without a status subresource, and
     /// which otherwise changes only with what the digest covers).
     fn rest(&self, fields: &Map<String, Value>) -> u64 {
-        let mut hasher = self.keys.build_hasher();
-        for (k, v) in sorted(fields) {
-            match k.as_str() {
-                "status" => continue,
-                "metadata" => {
-                    k.hash(&mut hasher);
-                    let Value::Object(meta) = v else {
-                        feed(&mut hasher, v);
-                        continue;
-                    };
-                    for (mk, mv) in sorted(meta) {
-                        if !matches!(
-                            mk.as_str(),
-                            "resourceVersion" | "managedFields" | "generation"
-                        ) {
-                            mk.hash(&mut hasher);
-                            feed(&mut hasher, mv);
-                        }
-                    }
-                }
-                _ => {
-                    k.hash(&mut hasher);
-                    feed(&mut hasher, v);
-                }
+        let keys = &self.keys;
+        let entries = fields.iter().map(|(k, v)| match (k.as_str(), v) {
+            ("status", _) => 0,
+            ("metadata", Value::Object(meta)) => {
+                let kept = meta.iter().filter(|(mk, _)| {
+                    !matches!(
+                        mk.as_str(),
+                        "resourceVersion" | "managedFields" | "generation"
+                    )
+                });
+                entry(keys, k, |h| h.write_u64(combine(keys, kept)))
             }
-        }
-        hasher.finish()
+            _ => entry(keys, k, |h| feed(keys, h, v)),
+        });
+        entries.fold(0, u64::wrapping_add)
     }
 }
 
-fn sorted(map: &Map<String, Value>) -> Vec<(&String, &Value)> {
-    let mut entries: Vec<_> = map.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    entries
+/// The digest of one member `key` whose value `value` feeds to a fresh hasher.
+fn entry(keys: &RandomState, key: &str, value: impl FnOnce(&mut DefaultHasher)) -> u64 {
+    let mut hasher = keys.build_hasher();
+    key.hash(&mut hasher);
+    value(&mut hasher);
+    hasher.finish()
+}
+
+/// The digest of an object's members, the same whatever their order (each member is digested
+/// alone and the digests added): no sorting, no allocation.
+fn combine<'a>(keys: &RandomState, members: impl Iterator<Item = (&'a String, &'a Value)>) -> u64 {
+    members
+        .map(|(k, v)| entry(keys, k, |h| feed(keys, h, v)))
+        .fold(0, u64::wrapping_add)
 }
 
 /// Feeds `value` to `hasher`, the same for the same value whatever the order of its keys.
-fn feed(hasher: &mut impl Hasher, value: &Value) {
+fn feed(keys: &RandomState, hasher: &mut DefaultHasher, value: &Value) {
     match value {
         Value::Null => hasher.write_u8(0),
         Value::Bool(b) => {
@@ -165,7 +163,11 @@ fn feed(hasher: &mut impl Hasher, value: &Value) {
         }
         Value::Number(n) => {
             hasher.write_u8(2);
-            n.to_string().hash(hasher);
+            match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => hasher.write_i64(i),
+                (None, Some(u)) => hasher.write_u64(u),
+                _ => hasher.write_u64(n.as_f64().unwrap_or(0.0).to_bits()),
+            }
         }
         Value::String(s) => {
             hasher.write_u8(3);
@@ -175,17 +177,40 @@ fn feed(hasher: &mut impl Hasher, value: &Value) {
             hasher.write_u8(4);
             hasher.write_usize(items.len());
             for item in items {
-                feed(hasher, item);
+                feed(keys, hasher, item);
             }
         }
         Value::Object(map) => {
             hasher.write_u8(5);
             hasher.write_usize(map.len());
-            for (k, v) in sorted(map) {
-                k.hash(hasher);
-                feed(hasher, v);
+            hasher.write_u64(combine(keys, map.iter()));
+        }
+    }
+}
+
+/// `value` as compact JSON text, without its `apiVersion` and `kind` (the cache's own, set
+/// back by `Cache::decode`).
+pub(super) fn encode(value: &Value) -> Box<str> {
+    let text = match value {
+        Value::Object(fields) => serde_json::to_string(&Untyped(fields)),
+        _ => serde_json::to_string(value),
+    };
+    text.unwrap_or_default().into()
+}
+
+/// An object's fields but `apiVersion` and `kind`, for [`encode`].
+struct Untyped<'a>(&'a Map<String, Value>);
+
+impl serde::Serialize for Untyped<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (k, v) in self.0 {
+            if k != "apiVersion" && k != "kind" {
+                map.serialize_entry(k, v)?;
             }
         }
+        map.end()
     }
 }
 

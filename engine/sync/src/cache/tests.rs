@@ -73,3 +73,22 @@ fn a_later_version_from_the_watch_is_kept() {
     cache.remember(copy("u1", "9"));
     assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
 }
+
+#[test]
+fn objects_are_held_without_their_type_and_read_with_it() {
+    let cache = Cache::new("test".into());
+    let _ = cache.kind.set((json!("v1"), json!("ConfigMap")));
+    observed(&cache, copy("u1", "5"), true);
+    let objects = cache.objects.read().unwrap();
+    let text = objects.values().next().unwrap().text().to_string();
+    drop(objects);
+    assert!(
+        !text.contains("apiVersion") && !text.contains("ConfigMap"),
+        "{text}"
+    );
+    let object = cache.get("n", "a").unwrap();
+    assert_eq!(
+        (&object["apiVersion"], &object["kind"]),
+        (&json!("v1"), &json!("ConfigMap"))
+    );
+}
