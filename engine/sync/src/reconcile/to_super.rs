@@ -9,6 +9,7 @@ use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
+use crate::cache::Served;
 use crate::decide::{self, Action};
 use crate::deps;
 use crate::key::Key;
@@ -92,18 +93,13 @@ impl Reconciler<'_> {
             if let Some(current) =
                 self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
             {
-                let place = (super_ns.as_str(), super_name.as_str());
+                let at = At {
+                    place: (&super_ns, &super_name),
+                    targets: &targets,
+                    tenant_kind: &tenant_kind,
+                };
                 let up = self
-                    .flow_up(
-                        key,
-                        resource,
-                        object,
-                        &current,
-                        &tenant_kind,
-                        seen,
-                        place,
-                        &targets,
-                    )
+                    .flow_up(key, resource, (object, &current), seen, at)
                     .await?;
                 return Ok(Outcome::wrote(up));
             }
@@ -247,18 +243,13 @@ impl Reconciler<'_> {
         if complete && tenant_cache.check(&object) {
             self.tenant.ledger().check(key, context, &hash);
         }
-        let place = (super_ns.as_str(), super_name.as_str());
+        let at = At {
+            place: (&super_ns, &super_name),
+            targets: &targets,
+            tenant_kind: &tenant_kind,
+        };
         let up = self
-            .flow_up(
-                key,
-                resource,
-                &object,
-                &current,
-                &tenant_kind,
-                seen,
-                place,
-                &targets,
-            )
+            .flow_up(key, resource, (&object, &current), seen, at)
             .await?;
         Ok(Outcome::wrote(applied || up))
     }
@@ -450,6 +441,14 @@ impl Reconciler<'_> {
         tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, "deleted the super copy");
         Ok(Outcome::wrote(true))
     }
+}
+
+/// Where a key's copies are: their namespace and name in every super, the supers that are to
+/// hold one (the first is where status comes from), and the tenant kind status flows into.
+pub(super) struct At<'a> {
+    pub place: (&'a str, &'a str),
+    pub targets: &'a [usize],
+    pub tenant_kind: &'a Served,
 }
 
 /// ferry's copy of a key in one super, as the cache holds it (and whether it is checked).

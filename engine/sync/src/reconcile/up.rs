@@ -6,7 +6,7 @@ use ferry_core::policy::Resource;
 use ferry_core::schema::{Node, Rule};
 use serde_json::Value;
 
-use super::to_super::versions;
+use super::to_super::{versions, At};
 use super::{Reconciler, Result};
 use crate::cache::Served;
 use crate::decide;
@@ -19,34 +19,33 @@ impl Reconciler<'_> {
     /// Status and super-owned fields of `current` (the copy in the first target) flow up into
     /// `object`; with nothing to write, `seen` (with the copies' versions now) is recorded as
     /// settled. Whether anything was written.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn flow_up(
         &self,
         key: &Key,
         resource: &Resource,
-        object: &Value,
-        current: &Value,
-        tenant_kind: &Served,
+        (object, current): (&Value, &Value),
         seen: Seen,
-        (super_ns, super_name): (&str, &str),
-        targets: &[usize],
+        at: At<'_>,
     ) -> Result<bool> {
         let Kind::Resource(idx) = key.kind else {
             return Ok(false);
         };
         self.accepted(key);
         self.set_synced(key, true);
-        let up = self.up(key, resource, object, current, tenant_kind).await?;
+        let up = self
+            .up(key, resource, object, current, at.tenant_kind)
+            .await?;
         if !up {
             // After a write, the watch event of that write brings this very resourceVersion
             // back: recording it now saves translating the object once more.
+            let (super_ns, super_name) = at.place;
             let copies: Vec<Option<(Arc<Value>, bool)>> = self
                 .shared
                 .supers
                 .iter()
                 .map(|s| s.caches[idx].get_checked(super_ns, super_name))
                 .collect();
-            let copy = versions(&copies, targets);
+            let copy = versions(&copies, at.targets);
             self.tenant.ledger().settle(key, Seen { copy, ..seen });
         }
         Ok(up)
