@@ -78,10 +78,7 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     if only == "latency" {
-        let ns = fresh_namespace(s, "bench-lat").await?;
-        let direct_ms = latencies(s, &ns, s, &ns).await?;
-        let ns = fresh_namespace(a, "bench-lat").await?;
-        let synced_ms = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+        let (direct_ms, synced_ms) = direct_and_synced_latencies(s, a).await?;
         for (what, ms) in [("direct", direct_ms), ("synced", synced_ms)] {
             let p = |q| percentile(ms.clone(), q);
             println!(
@@ -151,10 +148,7 @@ async fn main() -> Result<()> {
     if only == "cost" {
         return Ok(());
     }
-    let ns = fresh_namespace(s, "bench-lat").await?;
-    let direct_ms = latencies(s, &ns, s, &ns).await?;
-    let ns = fresh_namespace(a, "bench-lat").await?;
-    let synced_ms = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+    let (direct_ms, synced_ms) = direct_and_synced_latencies(s, a).await?;
     let (quiet_idle, quiet_loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
     let fairness_ratio = quiet_loaded / quiet_idle;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");

@@ -141,6 +141,13 @@ impl Cache {
         }
     }
 
+    /// The resourceVersion of the object at `namespace`/`name`, read without building it.
+    pub fn resource_version(&self, namespace: &str, name: &str) -> Option<String> {
+        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+        let held = objects.get(&(namespace.to_string(), name.to_string()))?;
+        head(held.text()).map(|h| h.metadata.resource_version.to_string())
+    }
+
     /// Whether an object is at `namespace`/`name`.
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
@@ -250,7 +257,7 @@ impl Cache {
 
 /// A resourceVersion as a number, for ordering two versions of one object (etcd's revisions;
 /// an unparsable one orders first, so that what ferry wrote is kept).
-fn version(object: &Value) -> u64 {
+pub(crate) fn version(object: &Value) -> u64 {
     rv(object).parse().unwrap_or(0)
 }
 

@@ -62,6 +62,9 @@ impl Entry {
     }
 }
 
+/// How many times a copy is applied again after the patch removing dropped fields failed.
+pub const CLEANUP_TRIES: u32 = 3;
+
 /// One tenant's memory.
 #[derive(Default)]
 pub struct Ledger {
@@ -98,14 +101,15 @@ impl Ledger {
             digest: digest.into(),
             version: rv(object).into(),
         };
-        let entry = self.entry(key);
-        match entry.written.iter_mut().find(|(p, _)| *p == part) {
-            Some((_, w)) => *w = written,
-            None => {
-                entry.written.push((part, written));
-                entry.written.shrink_to_fit();
+        self.update(key, |entry| {
+            match entry.written.iter_mut().find(|(p, _)| *p == part) {
+                Some((_, w)) => *w = written,
+                None => {
+                    entry.written.push((part, written));
+                    entry.written.shrink_to_fit();
+                }
             }
-        }
+        });
     }
 
     /// Whether a reconcile of `key` that sees `seen` can be skipped: the object is wanted (a
@@ -118,12 +122,23 @@ impl Ledger {
     /// Records that a reconcile of `key` that saw `seen` left nothing to do.
     pub fn settle(&mut self, key: &Key, seen: Seen) {
         let digest = self.keys.hash_one(&seen);
-        self.entry(key).settled = Some(digest);
+        self.update(key, |e| e.settled = Some(digest));
     }
 
     /// Forgets that `key` was settled.
     pub fn unsettle(&mut self, key: &Key) {
         self.update(key, |e| e.settled = None);
+    }
+
+    /// Whether the copy of `key` in super `i` may still hold fields an apply dropped, and is
+    /// to be applied again (fewer than [`CLEANUP_TRIES`] patches removing them failed).
+    pub fn cleanup_pending(&self, key: &Key, i: usize) -> bool {
+        // Almost always empty: no key is cloned for the lookup then.
+        !self.stale.is_empty()
+            && self
+                .stale
+                .get(&(key.clone(), i))
+                .is_some_and(|failed| *failed < CLEANUP_TRIES)
     }
 
     /// Whether ferry keeps `key` in sync.
@@ -144,7 +159,7 @@ impl Ledger {
     /// whose `ferry.dev/applied` is `applied`, is held reduced.
     pub fn check(&mut self, key: &Key, context: u64, applied: &str) {
         let digest = self.keys.hash_one(applied);
-        self.entry(key).checked = Some((context, digest));
+        self.update(key, |e| e.checked = Some((context, digest)));
     }
 
     /// Whether `key`'s tenant object was held reduced under context count `context` with a
@@ -163,15 +178,8 @@ impl Ledger {
         }
     }
 
-    fn entry(&mut self, key: &Key) -> &mut Entry {
-        // Looked up first: most keys have an entry, and `entry()` would clone the key.
-        if !self.entries.contains_key(key) {
-            self.entries.insert(key.clone(), Entry::default());
-        }
-        self.entries.get_mut(key).expect("inserted above")
-    }
-
-    /// Changes `key`'s entry (made if missing), dropped once it remembers nothing.
+    /// Changes `key`'s entry (made only if the change leaves something to remember), dropped
+    /// once it remembers nothing. The key is cloned only for a new entry.
     fn update(&mut self, key: &Key, change: impl FnOnce(&mut Entry)) {
         match self.entries.get_mut(key) {
             Some(entry) => {

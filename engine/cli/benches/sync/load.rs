@@ -134,6 +134,16 @@ pub async fn latencies(
     .await
 }
 
+/// Create → visible latencies (ms) at `RATE_PER_SECOND`: of direct creates into the super
+/// cluster `s`, and of creates in tenant team-a (`a`) synced there.
+pub async fn direct_and_synced_latencies(s: &Client, a: &Client) -> Result<(Vec<f64>, Vec<f64>)> {
+    let ns = fresh_namespace(s, "bench-lat").await?;
+    let direct = latencies(s, &ns, s, &ns).await?;
+    let ns = fresh_namespace(a, "bench-lat").await?;
+    let synced = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
+    Ok((direct, synced))
+}
+
 /// Create → visible latencies (ms) of `count` objects created at `rate` per second.
 /// Where a latency starts: when the create is sent, or when the tenant API server answered it
 /// (the object exists; what follows is ferry's, whatever load the tenant's server is under).

@@ -77,12 +77,8 @@ impl Reconciler<'_> {
                     self.refuse(key, copy.as_deref(), &in_use).await;
                     return Ok(Outcome::again(CRD_IN_USE_RECHECK));
                 }
-                self.set_synced(key, false);
-                writer.delete(api, namespace, name, &uid).await?;
-                tenant_cache.forget(namespace, name);
-                self.tenant.ledger().forget(key);
-                tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a super object that is gone or no longer public");
-                return Ok(Outcome::wrote(true));
+                let why = "a super object that is gone or no longer public";
+                return self.copy_deleted(key, tenant_cache, api, &uid, why).await;
             }
             Action::Refuse(refusal) => {
                 self.refuse(key, found.as_ref(), &refusal).await;
@@ -157,6 +153,25 @@ impl Reconciler<'_> {
         self.accepted(key);
         self.set_synced(key, true);
         Outcome::wrote(true)
+    }
+
+    /// Deletes the tenant's read-only copy of `key` (uid `uid`, in `cache`, served as `api`),
+    /// the copy of `why`: out of sync, and nothing is remembered of it.
+    pub(super) async fn copy_deleted(
+        &self,
+        key: &Key,
+        cache: &Cache,
+        api: &ApiResource,
+        uid: &str,
+        why: &str,
+    ) -> Result<Outcome> {
+        self.set_synced(key, false);
+        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        self.tenant.writer.delete(api, namespace, name, uid).await?;
+        cache.forget(namespace, name);
+        self.tenant.ledger().forget(key);
+        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of {why}");
+        Ok(Outcome::wrote(true))
     }
 
     /// A read-only copy left as it is: in sync if one is wanted.

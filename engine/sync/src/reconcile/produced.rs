@@ -105,12 +105,8 @@ impl Reconciler<'_> {
             .await?;
         let out = match action {
             Action::Delete { uid } => {
-                self.set_synced(key, false);
-                writer.delete(api, namespace, name, &uid).await?;
-                tenant_cache.forget(namespace, name);
-                self.tenant.ledger().forget(key);
-                tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of a produced object that is gone or no longer named or owned");
-                return Ok(Outcome::wrote(true));
+                let why = "a produced object that is gone or no longer named or owned";
+                return self.copy_deleted(key, tenant_cache, api, &uid, why).await;
             }
             Action::Refuse(refusal) => {
                 // On the object it was produced for: the tenant's own object stays untouched.

@@ -8,11 +8,11 @@ use ferry_core::translate::LABEL_FROM_SUPER;
 use kube::api::ApiResource;
 use serde_json::Value;
 
-use super::to_super::CLEANUP_TRIES;
 use super::{Outcome, Reconciler, Result, WAIT_FOR_DELETION};
+use crate::cache::version;
 use crate::compare::ANN_APPLIED;
 use crate::key::Key;
-use crate::object::{annotation, deleting, label, rv, uid, Ownership};
+use crate::object::{annotation, deleting, label, uid, Ownership};
 
 impl Reconciler<'_> {
     /// The copy status flows up from (the first target's) when the reduced tenant object
@@ -45,13 +45,7 @@ impl Reconciler<'_> {
                 _ => return None,
             }
         }
-        let cleanup = |i: &usize| {
-            ledger
-                .stale
-                .get(&(key.clone(), *i))
-                .is_some_and(|failed| *failed < CLEANUP_TRIES)
-        };
-        if !ledger.stale.is_empty() && targets.iter().any(cleanup) {
+        if targets.iter().any(|&i| ledger.cleanup_pending(key, i)) {
             return None;
         }
         drop(ledger);
@@ -78,7 +72,6 @@ impl Reconciler<'_> {
             .writer
             .get(resource, &key.namespace, &key.name)
             .await?;
-        let version = |o: &Value| rv(o).parse::<u64>().unwrap_or(0);
         let same = |o: &Value| {
             crate::object::key_of(o)
                 .is_some_and(|(ns, name)| ns == key.namespace && name == key.name)

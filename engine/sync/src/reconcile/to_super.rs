@@ -78,7 +78,10 @@ impl Reconciler<'_> {
         };
         let seen = Seen {
             object: object.as_deref().map(rv).unwrap_or("").to_string(),
-            copy: versions(&copies, &targets),
+            copy: versions(
+                copies.iter().map(|c| c.as_ref().map(|(c, _)| rv(c))),
+                &targets,
+            ),
             wanted,
         };
         // Nothing changed since a reconcile that found nothing to do: skip the translation.
@@ -87,17 +90,17 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         }
         self.tenant.ledger().unsettle(key);
+        let at = At {
+            place: (&super_ns, &super_name),
+            targets: &targets,
+            tenant_kind: &tenant_kind,
+        };
         // Only what flows up can have changed since every copy was found holding what this
         // object asks for: no translation.
         if let (Some(object), true) = (&object, reduced && wanted) {
             if let Some(current) =
                 self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
             {
-                let at = At {
-                    place: (&super_ns, &super_name),
-                    targets: &targets,
-                    tenant_kind: &tenant_kind,
-                };
                 let up = self
                     .flow_up(key, resource, (object, &current), seen, at)
                     .await?;
@@ -243,11 +246,6 @@ impl Reconciler<'_> {
         if complete && tenant_cache.check(&object) {
             self.tenant.ledger().check(key, context, &hash);
         }
-        let at = At {
-            place: (&super_ns, &super_name),
-            targets: &targets,
-            tenant_kind: &tenant_kind,
-        };
         let up = self
             .flow_up(key, resource, (&object, &current), seen, at)
             .await?;
@@ -272,18 +270,9 @@ impl Reconciler<'_> {
             Some((c, checked)) => (Some(c), checked),
             None => (None, false),
         };
-        let stale = {
-            let ledger = self.tenant.ledger();
-            // Almost always empty: no key is cloned for the lookup then.
-            !ledger.stale.is_empty()
-                && ledger
-                    .stale
-                    .get(&(key.clone(), i))
-                    .is_some_and(|failed| *failed < CLEANUP_TRIES)
-        };
+        let stale = self.tenant.ledger().cleanup_pending(key, i);
         // A copy ferry wrote or found holding what it applies is held checked.
-        let holding = checked;
-        let mut action = decide::to_super(desired, hash, actual.as_deref(), uid(object), holding);
+        let mut action = decide::to_super(desired, hash, actual.as_deref(), uid(object), checked);
         // The last apply left fields it dropped: apply again.
         if let (true, Action::Nothing, Some(copy)) = (stale, &action, actual.as_deref()) {
             action = decide::reapply(desired, copy);
@@ -407,7 +396,7 @@ impl Reconciler<'_> {
                         *failed += 1;
                         *failed
                     };
-                    if failed == CLEANUP_TRIES {
+                    if failed == crate::ledger::CLEANUP_TRIES {
                         tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, error = %e, "gave up removing the fields an apply dropped from the super copy");
                     }
                 }
@@ -445,6 +434,7 @@ impl Reconciler<'_> {
 
 /// Where a key's copies are: their namespace and name in every super, the supers that are to
 /// hold one (the first is where status comes from), and the tenant kind status flows into.
+#[derive(Clone, Copy)]
 pub(super) struct At<'a> {
     pub place: (&'a str, &'a str),
     pub targets: &'a [usize],
@@ -457,19 +447,19 @@ struct Copy {
     found: Option<(Arc<Value>, bool)>,
 }
 
-/// How many times a copy is applied again after the patch removing dropped fields failed.
-pub(super) const CLEANUP_TRIES: u32 = 3;
-
 /// While no super may take a namespace, look again this often.
 const NO_SUPER: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The resourceVersions of a key's copies in every super and where they are to be, for
-/// [`Seen::copy`]: a change anywhere is a reason to look again.
-pub(super) fn versions(copies: &[Option<(Arc<Value>, bool)>], targets: &[usize]) -> String {
+/// The resourceVersions of a key's copies in every super (`None` where there is none) and
+/// where they are to be, for [`Seen::copy`]: a change anywhere is a reason to look again.
+pub(super) fn versions<'a>(
+    copies: impl Iterator<Item = Option<&'a str>>,
+    targets: &[usize],
+) -> String {
     let mut out = String::new();
-    for (i, copy) in copies.iter().enumerate() {
-        if let Some((c, _)) = copy {
-            out.push_str(&format!("{i}:{} ", rv(c)));
+    for (i, copy) in copies.enumerate() {
+        if let Some(version) = copy {
+            out.push_str(&format!("{i}:{version} "));
         }
     }
     out.push_str(&format!("{targets:?}"));

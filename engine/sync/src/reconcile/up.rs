@@ -1,7 +1,5 @@
 //! What flows up: a super copy's status and super-owned fields into the tenant object.
 
-use std::sync::Arc;
-
 use ferry_core::policy::Resource;
 use ferry_core::schema::{Node, Rule};
 use serde_json::Value;
@@ -39,13 +37,13 @@ impl Reconciler<'_> {
             // After a write, the watch event of that write brings this very resourceVersion
             // back: recording it now saves translating the object once more.
             let (super_ns, super_name) = at.place;
-            let copies: Vec<Option<(Arc<Value>, bool)>> = self
+            let now: Vec<Option<String>> = self
                 .shared
                 .supers
                 .iter()
-                .map(|s| s.caches[idx].get_checked(super_ns, super_name))
+                .map(|s| s.caches[idx].resource_version(super_ns, super_name))
                 .collect();
-            let copy = versions(&copies, at.targets);
+            let copy = versions(now.iter().map(Option::as_deref), at.targets);
             self.tenant.ledger().settle(key, Seen { copy, ..seen });
         }
         Ok(up)
