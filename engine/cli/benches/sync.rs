@@ -9,10 +9,14 @@
 //! - what the super API server pays: its requests per synced create and per synced update
 //!   (from its own `apiserver_request_total`), its CPU seconds per synced create over per
 //!   direct create, and ferry's CPU per synced object over the super API server's per direct
-//!   create (from `/proc/<pid>/stat`);
+//!   create (from `/proc/<pid>/stat`); beside them, the super's CPU per direct create of ferry's
+//!   exact copy (its bytes, without ferry watching), which splits the super's extra cost into
+//!   what the copy's required metadata costs and what the rest (ferry's watch) does;
 //! - memory: growth of ferry's resident memory per synced object;
 //! - fairness: a quiet tenant's p99 create-to-super latency while another creates 5,000 objects
-//!   as fast as it can, over the same on an idle engine;
+//!   as fast as it can, over the same on an idle engine; beside it the same without ferry (a
+//!   quiet client's direct creates while a noisy one writes with as many in flight as ferry
+//!   lets a tenant hold then), what the super API server on its core gives by itself;
 //! - restart with 100,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes, and the
 //!   time until converged over the time a plain client takes to LIST both sides.
 //!
@@ -34,6 +38,8 @@ use serde_json::json;
 mod cost;
 #[path = "sync/load.rs"]
 mod load;
+#[path = "sync/restart.rs"]
+mod restart;
 
 use cost::Cost;
 use load::*;
@@ -67,7 +73,7 @@ async fn main() -> Result<()> {
     if only == "memory" {
         for _ in 0..ROUNDS {
             let ns = fresh_namespace(a, "bench-sync").await?;
-            throughput(a, &ns, s, &format!("team-a-{ns}")).await?;
+            throughput((a, &ns), (s, &format!("team-a-{ns}")), database).await?;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
         let grown = ferry.rss().unwrap_or(0) as f64 - rss_before as f64;
@@ -89,8 +95,37 @@ async fn main() -> Result<()> {
                 p(1.0)
             );
         }
+        let mb = |ferry: &Ferry| (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / 1e6;
+        println!(
+            "ferry's RSS after the latency series: +{:.1} MB",
+            mb(&ferry)
+        );
         let (idle, loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
         println!("fairness: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
+        settle(&ferry).await?;
+        println!("ferry's RSS after fairness: +{:.1} MB", mb(&ferry));
+        let (idle, loaded) = fairness_direct(s).await?;
+        println!("fairness without ferry: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
+        return Ok(());
+    }
+    if only == "restart" {
+        // `FERRY_BENCH_COMPARE=A:B`: builds A and B restarted in turn on the same objects.
+        let compared = std::env::var("FERRY_BENCH_COMPARE").unwrap_or_default();
+        let mut binaries: Vec<std::path::PathBuf> = compared
+            .split(':')
+            .filter(|b| !b.is_empty())
+            .map(Into::into)
+            .collect();
+        if binaries.is_empty() {
+            binaries.push(ferry_binary());
+        }
+        let total = restart::fill(ferry, (a, s), restart::objects()).await?;
+        for _ in 0..3.min(binaries.len() + 1) {
+            for binary in &binaries {
+                println!("{}:", binary.display());
+                restart::restarted((&dir, &settings, binary), (a, s), total).await?;
+            }
+        }
         return Ok(());
     }
     // The super API server, and its etcd when the tenants have one of their own (`cargo xtask
@@ -102,28 +137,34 @@ async fn main() -> Result<()> {
     }
     let ferry_pid = ferry.pid().context("ferry runs")?;
     let cost = || Cost::now(s, &super_pids, ferry_pid);
-    let (mut direct, mut synced) = (Vec::new(), Vec::new());
-    let (mut direct_cost, mut synced_cost) = (Cost::default(), Cost::default());
+    // Each round: direct creates of the bench object, direct creates of ferry's exact copy of
+    // it (what the super stores and sends for a synced create, without ferry watching), and
+    // synced creates.
+    let template = exact_copy_template(a, s).await?;
+    let (mut direct, mut copies, mut synced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut direct_cost = Cost::default();
+    let (mut copy_cost, mut synced_cost) = (Cost::default(), Cost::default());
     let mut last_synced_ns = String::new();
     for round in 0..ROUNDS {
         let ns = fresh_namespace(s, "bench-direct").await?;
         let before = cost().await?;
-        direct.push(throughput(s, &ns, s, &ns).await?);
-        let spent = cost().await?.since(before);
+        direct.push(throughput((s, &ns), (s, &ns), database).await?);
+        direct_cost.add(cost().await?.since(before));
+        let ns = fresh_namespace(s, "bench-copy").await?;
+        let before = cost().await?;
+        let exact = |name: &str| exact_copy(&template, name);
+        copies.push(throughput((s, &ns), (s, &ns), exact).await?);
+        copy_cost.add(cost().await?.since(before));
         let ns = fresh_namespace(a, "bench-sync").await?;
         let before = cost().await?;
-        synced.push(throughput(a, &ns, s, &format!("team-a-{ns}")).await?);
-        let spent_synced = cost().await?.since(before);
-        for (total, phase) in [(&mut direct_cost, spent), (&mut synced_cost, spent_synced)] {
-            total.requests += phase.requests;
-            total.super_cpu += phase.super_cpu;
-            total.ferry_cpu += phase.ferry_cpu;
-        }
+        synced.push(throughput((a, &ns), (s, &format!("team-a-{ns}")), database).await?);
+        synced_cost.add(cost().await?.since(before));
         last_synced_ns = ns;
         println!(
-            "round {}: direct {:.0}/s, synced {:.0}/s",
+            "round {}: direct {:.0}/s, ferry's copies direct {:.0}/s, synced {:.0}/s",
             round + 1,
             direct[round],
+            copies[round],
             synced[round]
         );
     }
@@ -131,6 +172,7 @@ async fn main() -> Result<()> {
     let requests_per_create = synced_cost.requests / objects;
     let super_cpu_ratio = synced_cost.super_cpu / direct_cost.super_cpu;
     let ferry_cpu_ratio = synced_cost.ferry_cpu / direct_cost.super_cpu;
+    let copy_cpu_ratio = copy_cost.super_cpu / direct_cost.super_cpu;
     let before = cost().await?;
     let super_ns = format!("team-a-{last_synced_ns}");
     update_all(a, &last_synced_ns, s, &super_ns).await?;
@@ -145,14 +187,30 @@ async fn main() -> Result<()> {
         "kube-apiserver (etcd shared with the tenants, left out)"
     };
     println!("CPU: super {measured} {super_cpu_ratio:.2}x per synced create over per direct create (target <= 1.1); ferry and its transform workers {ferry_cpu_ratio:.2}x of the super's per direct create (target <= 0.3)");
+    println!("CPU: super {measured} {copy_cpu_ratio:.2}x per direct create of ferry's exact copy over per direct create (the copy's own bytes); synced over exact copy {:.2}x (ferry's watch and the rest)", super_cpu_ratio / copy_cpu_ratio);
+    // Progress, and where memory grows: ferry's RSS after each phase.
+    let grown = |phase: &str| {
+        let mb = (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / 1e6;
+        println!("ferry's RSS after {phase}: +{mb:.1} MB");
+    };
+    grown("the rounds and the updates");
     if only == "cost" {
         return Ok(());
     }
     let (direct_ms, synced_ms) = direct_and_synced_latencies(s, a).await?;
+    grown("the latency series");
     let (quiet_idle, quiet_loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
+    // The noisy tenant's objects still on their way: the next measurements need an idle
+    // engine, and memory is counted once every object is synced.
+    settle(&ferry).await?;
+    grown("fairness");
     let fairness_ratio = quiet_loaded / quiet_idle;
+    let (direct_idle, direct_loaded) = fairness_direct(s).await?;
+    let fairness_direct_ratio = direct_loaded / direct_idle;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");
+    println!("fairness without ferry: a quiet client's p99 direct create {direct_loaded:.1} ms while another writes {NOISY_OBJECTS} with {} in flight, {direct_idle:.1} ms idle: {fairness_direct_ratio:.2}x (the super API server's own)", ferry_sync::workers::SHARING);
     // Every synced object is now in both of ferry's caches (tenant and super).
+    settle(&ferry).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let synced_objects =
         (ROUNDS * PER_ROUND + LATENCY_OBJECTS + NOISY_OBJECTS + 2 * QUIET_OBJECTS) as f64;
@@ -174,50 +232,14 @@ async fn main() -> Result<()> {
     ferry.ready().await?;
 
     // Restart with many synced, unchanged objects: writes and time to converge.
-    let restart_objects: usize = std::env::var("FERRY_BENCH_RESTART_OBJECTS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(100_000);
-    let ns = fresh_namespace(a, "bench-restart").await?;
-    let (seen, task) = watch(s, &format!("team-a-{ns}"));
-    burst(a, &ns, restart_objects).await?;
-    wait_all(&seen, restart_objects).await?;
-    task.abort();
-    let total = ferry
-        .metric("ferry_synced_objects", &[("tenant", "team-a")])
-        .await?;
-    ferry.stop()?;
-    let started = Instant::now();
-    let mut ferry = Ferry::start(&ferry_binary(), &dir, &settings, "ferry-restart.log")?;
-    ferry.ready().await?;
-    let ready = started.elapsed();
-    let mut calm = 0;
-    while calm < 5 {
-        let synced = ferry
-            .metric("ferry_synced_objects", &[("tenant", "team-a")])
-            .await?;
-        let depth = ferry.metric("ferry_queue_depth", &[]).await?;
-        calm = if synced >= total && depth == 0.0 {
-            calm + 1
-        } else {
-            0
-        };
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(300),
-            "no convergence after restart"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let converged = started.elapsed().saturating_sub(Duration::from_millis(80));
-    let restart_writes = ferry.metric("ferry_writes_total", &[]).await?;
-    // What a plain client pays to read the same objects from both sides.
-    let listed = list_seconds(a).await? + list_seconds(s).await?;
-    let list_ratio = converged.as_secs_f64() / listed;
-    println!(
-        "restart with {total} synced objects: ready in {:.1} s, converged in {:.1} s, {restart_writes} writes; LIST of both sides {listed:.1} s, ratio {list_ratio:.2} (target: 0 writes, ratio <= 1.5)",
-        ready.as_secs_f64(),
-        converged.as_secs_f64()
-    );
+    let binary = ferry_binary();
+    let restarted = restart::restart(
+        ferry,
+        (&dir, &settings, &binary),
+        (a, s),
+        restart::objects(),
+    )
+    .await?;
 
     let report = json!({
         "sync_throughput_ratio": ratio,
@@ -238,8 +260,13 @@ async fn main() -> Result<()> {
         "fairness_ratio": fairness_ratio,
         "fairness_quiet_p99_ms": {"idle": quiet_idle, "loaded": quiet_loaded, "noisy_objects": NOISY_OBJECTS},
         "ferry_cpu_ratio": ferry_cpu_ratio,
-        "restart": {"synced_objects": total, "ready_seconds": ready.as_secs_f64(), "converged_seconds": converged.as_secs_f64(), "writes": restart_writes, "list_seconds": listed, "list_ratio": list_ratio},
-        "targets": {"fairness_ratio": "<= 2", "super_requests_per_create": "1.0", "super_requests_per_update": "1.0", "super_cpu_ratio": "<= 1.1", "ferry_cpu_ratio": "<= 0.3", "sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 10", "rss_growth_bytes_per_synced_object": "<= 2048", "restart": "0 writes, list_ratio <= 1.5"},
+        "restart": restarted,
+        "exact_copy_super_cpu_ratio": copy_cpu_ratio,
+        "direct_copy_creates_per_second": median(&copies),
+        "fairness_direct_ratio": fairness_direct_ratio,
+        "fairness_direct_quiet_p99_ms": {"idle": direct_idle, "loaded": direct_loaded, "in_flight": ferry_sync::workers::SHARING},
+        "tenants_50": {"tenants": TENANTS, "ready_seconds": ready_50, "idle_rss_bytes_per_tenant": rss_per_tenant},
+        "targets": {"tenants_50": "ready <= 10 s, idle RSS per tenant <= 2 MB (reported)", "fairness_ratio": "<= 2", "super_requests_per_create": "1.0", "super_requests_per_update": "1.0", "super_cpu_ratio": "<= 1.1", "ferry_cpu_ratio": "<= 0.3", "sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 10", "rss_growth_bytes_per_synced_object": "<= 2048", "restart": "0 writes, list_ratio <= 1.5"},
     });
     println!("sync throughput ratio {ratio:.2} (synced {:.0}/s over direct {:.0}/s, {CONCURRENCY} in flight; target >= 0.9)", median(&synced), median(&direct));
     println!("latency at {RATE_PER_SECOND}/s: direct p50 {d50:.1} ms p99 {d99:.1} ms; synced p50 {s50:.1} ms p99 {s99:.1} ms; added p99 {:.1} ms (target <= 10)", s99 - d99);
@@ -248,16 +275,6 @@ async fn main() -> Result<()> {
     );
     let out = ferry_testkit::root().join("target/bench");
     std::fs::create_dir_all(&out)?;
-    std::fs::write(
-        out.join("sync.json"),
-        serde_json::to_string_pretty(&report)?,
-    )?;
-    ferry.stop()?;
-
-    let mut report = report;
-    report["tenants_50"] = json!({"tenants": TENANTS, "ready_seconds": ready_50, "idle_rss_bytes_per_tenant": rss_per_tenant});
-    report["targets"]["tenants_50"] =
-        json!("ready <= 10 s, idle RSS per tenant <= 2 MB (reported)");
     std::fs::write(
         out.join("sync.json"),
         serde_json::to_string_pretty(&report)?,

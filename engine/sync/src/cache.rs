@@ -1,6 +1,7 @@
 //! Watch caches: one per (cluster, kind), fed by a kube-runtime watcher and read by the
 //! reconciler. Objects are kept as compact JSON text without `managedFields` (a parsed value
-//! takes several times the memory of its text) and parsed when the reconciler reads them.
+//! takes several times the memory of its text) and parsed when the reconciler reads them;
+//! namespaces, few and read on every reconcile, are held parsed unless large.
 //! The caches of a toSuper kind, on both sides, keep an object the reconciler checked reduced
 //! to what flows up (`held.rs`): what ferry wrote is known from a digest, and a tenant object
 //! is read whole again only when it must be translated.
@@ -11,24 +12,21 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::core::GroupVersionKind;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
 use crate::object::{key_of, rv, ObjKey};
 
+mod feed;
 mod held;
 
+pub use feed::run;
 pub use held::Reduce;
 use held::{Held, Reducer};
 
-/// Called with every object that appeared, changed or went away.
+/// Called with every object that appeared, changed or went away: the object, or after a list
+/// only its metadata (`{"metadata": …}`), which is what routes a change to its key.
 pub type OnChange = Arc<dyn Fn(&Value) + Send + Sync>;
 
 /// Where a cache is in its life.
@@ -60,6 +58,8 @@ pub struct Cache {
     objects: RwLock<HashMap<ObjKey, Held>>,
     /// How checked super copies are reduced; `None` holds every object in full.
     reducer: Option<Reducer>,
+    /// Whether objects are held parsed (see [`Held::Parsed`]).
+    parsed: bool,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
     /// The `apiVersion` and `kind` every object of the cache has (known once served): held
@@ -76,12 +76,22 @@ impl Cache {
         Self::reducing(what, None)
     }
 
+    /// An empty cache holding its objects parsed (those of at most [`PARSED_AT_MOST`] bytes
+    /// of text): for the few objects read on every reconcile (namespaces).
+    pub fn parsed(what: String) -> Self {
+        Self {
+            parsed: true,
+            ..Self::new(what)
+        }
+    }
+
     /// An empty cache that keeps a checked object reduced by `reduce`.
     pub fn reducing(what: String, reduce: Option<Reduce>) -> Self {
         Self {
             what,
             objects: RwLock::default(),
             reducer: reduce.map(Reducer::new),
+            parsed: false,
             phase: Mutex::new(Phase::Resolving),
             served: RwLock::default(),
             kind: std::sync::OnceLock::new(),
@@ -99,7 +109,7 @@ impl Cache {
     pub fn get_checked(&self, namespace: &str, name: &str) -> Option<(Arc<Value>, bool)> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
         let held = objects.get(&(namespace.to_string(), name.to_string()))?;
-        Some((self.decode(held.text())?, held.checked()))
+        Some((self.decode(held)?, held.checked()))
     }
 
     /// Records that `object`, as cached, holds what ferry applies: a cache of super copies
@@ -111,13 +121,10 @@ impl Cache {
             return false;
         };
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let same = objects
-            .get(&key)
-            .and_then(|h| head(h.text()))
-            .is_some_and(|h| {
-                h.metadata.uid == crate::object::uid(object)
-                    && h.metadata.resource_version == rv(object)
-            });
+        let same = objects.get(&key).and_then(head).is_some_and(|h| {
+            h.metadata.uid == crate::object::uid(object)
+                && h.metadata.resource_version == rv(object)
+        });
         if !same {
             return false;
         }
@@ -137,7 +144,14 @@ impl Cache {
     fn hold(&self, objects: &HashMap<ObjKey, Held>, key: &ObjKey, object: &Value) -> Held {
         match &self.reducer {
             Some(reducer) => reducer.hold(object, objects.get(key)),
-            None => Held::Full(held::encode(object)),
+            None => {
+                let text = held::encode(object);
+                if self.parsed && text.len() <= PARSED_AT_MOST {
+                    Held::Parsed(Arc::new(object.clone()))
+                } else {
+                    Held::Full(text)
+                }
+            }
         }
     }
 
@@ -145,7 +159,7 @@ impl Cache {
     pub fn resource_version(&self, namespace: &str, name: &str) -> Option<String> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
         let held = objects.get(&(namespace.to_string(), name.to_string()))?;
-        head(held.text()).map(|h| h.metadata.resource_version.to_string())
+        head(held).map(|h| h.metadata.resource_version.to_string())
     }
 
     /// Whether an object is at `namespace`/`name`.
@@ -163,10 +177,7 @@ impl Cache {
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects
-            .values()
-            .filter_map(|h| self.decode(h.text()))
-            .collect()
+        objects.values().filter_map(|h| self.decode(h)).collect()
     }
 
     /// Where every object is.
@@ -231,13 +242,10 @@ impl Cache {
             return;
         }
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let newer = objects
-            .get(&key)
-            .and_then(|h| head(h.text()))
-            .is_some_and(|cached| {
-                cached.metadata.uid == uid
-                    && cached.metadata.resource_version.parse().unwrap_or(0u64) > version(&object)
-            });
+        let newer = objects.get(&key).and_then(head).is_some_and(|cached| {
+            cached.metadata.uid == uid
+                && cached.metadata.resource_version.parse().unwrap_or(0u64) > version(&object)
+        });
         if !newer {
             let held = match &self.reducer {
                 Some(reducer) if checked => reducer.checked(&object),
@@ -254,6 +262,11 @@ impl Cache {
         objects.remove(&(namespace.to_string(), name.to_string()));
     }
 }
+
+/// The largest object (as text) a parsed cache holds parsed: a tenant decides how large its
+/// namespaces' labels and annotations are, and a parsed value takes several times the memory
+/// of its text.
+const PARSED_AT_MOST: usize = 2048;
 
 /// A resourceVersion as a number, for ordering two versions of one object (etcd's revisions;
 /// an unparsable one orders first, so that what ferry wrote is kept).
@@ -276,13 +289,32 @@ struct HeadMeta<'a> {
     resource_version: &'a str,
 }
 
-fn head(text: &str) -> Option<Head<'_>> {
-    serde_json::from_str(text).ok()
+fn head(held: &Held) -> Option<Head<'_>> {
+    match held {
+        Held::Parsed(object) => Some(Head {
+            metadata: HeadMeta {
+                uid: crate::object::uid(object),
+                resource_version: rv(object),
+            },
+        }),
+        _ => serde_json::from_str(held.text()?).ok(),
+    }
+}
+
+/// The metadata of a cached object, read without building the rest: what routes a change.
+#[derive(serde::Deserialize)]
+struct MetadataOnly {
+    #[serde(default)]
+    metadata: Value,
 }
 
 impl Cache {
-    /// An object from its text, its `apiVersion` and `kind` set back.
-    fn decode(&self, text: &str) -> Option<Arc<Value>> {
+    /// An object as held, its `apiVersion` and `kind` set back.
+    fn decode(&self, held: &Held) -> Option<Arc<Value>> {
+        let text = match held {
+            Held::Parsed(object) => return Some(object.clone()),
+            Held::Full(text) | Held::Checked { text, .. } => text,
+        };
         let mut value: Value = serde_json::from_str(text).ok()?;
         if let (Value::Object(fields), Some((api_version, kind))) = (&mut value, self.kind.get()) {
             fields.insert("apiVersion".into(), api_version.clone());
@@ -342,142 +374,6 @@ pub fn normalise(
         out.insert(k, v);
     }
     out
-}
-
-/// How long to wait before asking again whether a kind is served.
-const DISCOVERY_RETRY: Duration = Duration::from_secs(3);
-
-/// Resolves `gvk` in the cluster (retrying while it is not served), then keeps `cache` in step
-/// with the cluster, calling `on_change` for every object that changes. Runs until aborted.
-pub async fn run(
-    client: Client,
-    gvk: GroupVersionKind,
-    labels: Option<String>,
-    cache: Arc<Cache>,
-    on_change: OnChange,
-) {
-    let mut reported = false;
-    let served = loop {
-        match kube::discovery::pinned_kind(&client, &gvk).await {
-            Ok((resource, caps)) => {
-                break Served {
-                    resource,
-                    has_status: caps.subresources.iter().any(|(r, _)| r.plural == "status"),
-                }
-            }
-            Err(e) => {
-                // Not served is an answer; no answer at all says nothing about what the
-                // cluster holds, so the cache stays not ready.
-                let answered = matches!(&e, kube::Error::Discovery(_))
-                    || matches!(&e, kube::Error::Api(s) if s.code == 404);
-                if answered {
-                    cache.set_phase(Phase::NotServed);
-                }
-                if !reported {
-                    let what = if answered {
-                        "kind not served yet"
-                    } else {
-                        "no answer from the cluster"
-                    };
-                    tracing::warn!(cache = %cache.what, error = %e, "{what}; retrying every {}s", DISCOVERY_RETRY.as_secs());
-                    reported = true;
-                }
-                tokio::time::sleep(DISCOVERY_RETRY).await;
-            }
-        }
-    };
-    if reported {
-        tracing::info!(cache = %cache.what, "kind is served now");
-    }
-    cache.set_phase(Phase::Listing);
-    let resource = served.resource.clone();
-    let _ = cache.kind.set((
-        Value::String(resource.api_version.clone()),
-        Value::String(resource.kind.clone()),
-    ));
-    *cache.served.write().unwrap_or_else(|e| e.into_inner()) = Some(served);
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut config = watcher::Config::default();
-    if let Some(labels) = &labels {
-        config = config.labels(labels);
-    }
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: HashMap<ObjKey, Held> = HashMap::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(object)) => {
-                if let Some(value) = to_value(object, &resource) {
-                    if let Some(key) = key_of(&value) {
-                        // A copy checked before the relist stays checked if only what flows
-                        // up changed.
-                        let held = {
-                            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                            cache.hold(&objects, &key, &value)
-                        };
-                        listing.insert(key, held);
-                    }
-                }
-            }
-            Ok(Event::InitDone) => {
-                let fresh = std::mem::take(&mut listing);
-                cache.gone.lock().unwrap_or_else(|e| e.into_inner()).clear();
-                let changed: Vec<Arc<Value>> = {
-                    let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
-                    let gone = objects
-                        .iter()
-                        .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, h)| cache.decode(h.text()));
-                    let all = fresh.values().filter_map(|h| cache.decode(h.text()));
-                    let changed = gone.chain(all).collect();
-                    *objects = fresh;
-                    changed
-                };
-                cache.set_phase(Phase::Synced);
-                tracing::debug!(cache = %cache.what, objects = cache.len(), "listed");
-                for value in &changed {
-                    on_change(value);
-                }
-            }
-            Ok(Event::Apply(object)) => observe(&cache, &resource, &on_change, object, true),
-            Ok(Event::Delete(object)) => observe(&cache, &resource, &on_change, object, false),
-            // The resourceVersion it resumed from is compacted away: the watcher lists again,
-            // and the InitDone above reports whatever changed or went meanwhile.
-            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                tracing::info!(cache = %cache.what, "watch expired (410 Gone); relisting")
-            }
-            Err(e) => tracing::warn!(cache = %cache.what, error = %e, "watch failed; retrying"),
-        }
-    }
-}
-
-/// Records one watched object, present or gone, and reports it.
-fn observe(
-    cache: &Cache,
-    resource: &ApiResource,
-    on_change: &OnChange,
-    object: DynamicObject,
-    present: bool,
-) {
-    let Some(value) = to_value(object, resource) else {
-        return;
-    };
-    let Some(key) = key_of(&value) else {
-        return;
-    };
-    {
-        let mut gone = cache.gone.lock().unwrap_or_else(|e| e.into_inner());
-        let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
-        if present {
-            gone.remove(&key);
-            let held = cache.hold(&objects, &key, &value);
-            objects.insert(key, held);
-        } else {
-            gone.insert(key.clone(), crate::object::uid(&value).to_string());
-            objects.remove(&key);
-        }
-    }
-    on_change(&value);
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ fn feed(hasher: &mut Sha256, value: &Value) {
             keys.sort();
             hasher.update(b"{");
             for k in keys {
-                hasher.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+                json(hasher, k);
                 hasher.update(b":");
                 feed(hasher, &map[k]);
                 hasher.update(b",");
@@ -41,8 +41,24 @@ fn feed(hasher: &mut Sha256, value: &Value) {
             }
             hasher.update(b"]");
         }
-        other => hasher.update(other.to_string().as_bytes()),
+        other => json(hasher, other),
     }
+}
+
+/// Feeds `value`'s compact JSON text to `hasher`, written straight into it (the digest is of
+/// the same bytes as its `to_string()`, which would allocate).
+fn json(hasher: &mut Sha256, value: &(impl serde::Serialize + ?Sized)) {
+    struct Into<'a>(&'a mut Sha256);
+    impl std::io::Write for Into<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let _ = serde_json::to_writer(Into(hasher), value);
 }
 
 /// Whether `actual` holds everything `desired` says: every key of an object with a value that
@@ -129,5 +145,14 @@ mod tests {
             digest(&json!({"a": 1, "b": 2})),
             digest(&Value::Object(reordered))
         );
+    }
+
+    /// Copies carry the digest (`ferry.dev/applied`): a ferry that digested the same object
+    /// otherwise would rewrite every copy once after an upgrade.
+    #[test]
+    fn digests_stay_what_copies_carry() {
+        // sha256 of `{"a":1,"b":"x\"y","c":[true,null,1.5,],}`, first 8 bytes.
+        let d = digest(&json!({"c": [true, null, 1.5], "b": "x\"y", "a": 1}));
+        assert_eq!(d, "89c656c25c97e4dc");
     }
 }

@@ -81,7 +81,10 @@ pub fn watch_all(
             Kind::Resource(idx) => reduce(idx),
             _ => None,
         };
-        let cache = Arc::new(Cache::reducing(what, reduce));
+        let cache = Arc::new(match kind {
+            Kind::Namespace => Cache::parsed(what),
+            Kind::Resource(_) => Cache::reducing(what, reduce),
+        });
         tasks.push(tokio::spawn(cache::run(
             client.clone(),
             gvk,

@@ -88,6 +88,13 @@ impl Cost {
         })
     }
 
+    /// Adds `phase`'s cost to this total.
+    pub fn add(&mut self, phase: Self) {
+        self.requests += phase.requests;
+        self.super_cpu += phase.super_cpu;
+        self.ferry_cpu += phase.ferry_cpu;
+    }
+
     pub fn since(self, before: Self) -> Self {
         Self {
             requests: self.requests - before.requests,

@@ -1,6 +1,7 @@
 //! The cache's memory of what the watch and ferry's writes said: tombstones, later versions,
-//! reduced checked copies.
+//! reduced checked copies, objects held parsed.
 
+use super::feed::observe;
 use super::*;
 use serde_json::json;
 
@@ -80,7 +81,7 @@ fn objects_are_held_without_their_type_and_read_with_it() {
     let _ = cache.kind.set((json!("v1"), json!("ConfigMap")));
     observed(&cache, copy("u1", "5"), true);
     let objects = cache.objects.read().unwrap();
-    let text = objects.values().next().unwrap().text().to_string();
+    let text = objects.values().next().unwrap().text().unwrap().to_string();
     drop(objects);
     assert!(
         !text.contains("apiVersion") && !text.contains("ConfigMap"),
@@ -91,4 +92,24 @@ fn objects_are_held_without_their_type_and_read_with_it() {
         (&object["apiVersion"], &object["kind"]),
         (&json!("v1"), &json!("ConfigMap"))
     );
+}
+
+#[test]
+fn a_parsed_cache_holds_small_objects_parsed_and_large_ones_as_text() {
+    let cache = Cache::parsed("test".into());
+    observed(&cache, copy("u1", "8"), true);
+    let first = cache.get("n", "a").unwrap();
+    // The same value each time, never parsed again.
+    assert!(Arc::ptr_eq(&first, &cache.get("n", "a").unwrap()));
+    assert_eq!(first["kind"], "ConfigMap");
+    // Versions are still ordered: an older answer does not replace it.
+    cache.remember(copy("u1", "7"));
+    assert_eq!(cache.resource_version("n", "a").as_deref(), Some("8"));
+    let mut large = copy("u1", "9");
+    large["metadata"]["annotations"] = json!({"big": "x".repeat(PARSED_AT_MOST)});
+    observed(&cache, large, true);
+    let objects = cache.objects.read().unwrap();
+    assert!(objects.values().next().unwrap().text().is_some());
+    drop(objects);
+    assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
 }
