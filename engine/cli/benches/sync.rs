@@ -67,6 +67,12 @@ async fn main() -> Result<()> {
     let (s, a) = (&clusters.super_cluster, clusters.tenant("team-a"));
 
     let rss_before = ferry.rss().unwrap_or(0);
+    // How much ferry's RSS grew since it was ready, and (progress, and where memory grows)
+    // that growth after a phase.
+    let grown = |ferry: &Ferry| ferry.rss().unwrap_or(0) as f64 - rss_before as f64;
+    let after = |ferry: &Ferry, phase: &str| {
+        println!("ferry's RSS after {phase}: +{:.1} MB", grown(ferry) / 1e6);
+    };
     // `FERRY_BENCH_ONLY=memory`, `cost` or `latency` (with fairness): one figure alone, for
     // profiling.
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
@@ -76,10 +82,9 @@ async fn main() -> Result<()> {
             throughput((a, &ns), (s, &format!("team-a-{ns}")), database).await?;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let grown = ferry.rss().unwrap_or(0) as f64 - rss_before as f64;
         println!(
             "memory: ferry's RSS grew {:.0} bytes per synced object (target <= 2048)",
-            grown / (ROUNDS * PER_ROUND) as f64
+            grown(&ferry) / (ROUNDS * PER_ROUND) as f64
         );
         return Ok(());
     }
@@ -95,15 +100,11 @@ async fn main() -> Result<()> {
                 p(1.0)
             );
         }
-        let mb = |ferry: &Ferry| (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / 1e6;
-        println!(
-            "ferry's RSS after the latency series: +{:.1} MB",
-            mb(&ferry)
-        );
+        after(&ferry, "the latency series");
         let (idle, loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
         println!("fairness: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
         settle(&ferry).await?;
-        println!("ferry's RSS after fairness: +{:.1} MB", mb(&ferry));
+        after(&ferry, "fairness");
         let (idle, loaded) = fairness_direct(s).await?;
         println!("fairness without ferry: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
         return Ok(());
@@ -188,33 +189,28 @@ async fn main() -> Result<()> {
     };
     println!("CPU: super {measured} {super_cpu_ratio:.2}x per synced create over per direct create (target <= 1.1); ferry and its transform workers {ferry_cpu_ratio:.2}x of the super's per direct create (target <= 0.3)");
     println!("CPU: super {measured} {copy_cpu_ratio:.2}x per direct create of ferry's exact copy over per direct create (the copy's own bytes); synced over exact copy {:.2}x (ferry's watch and the rest)", super_cpu_ratio / copy_cpu_ratio);
-    // Progress, and where memory grows: ferry's RSS after each phase.
-    let grown = |phase: &str| {
-        let mb = (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / 1e6;
-        println!("ferry's RSS after {phase}: +{mb:.1} MB");
-    };
-    grown("the rounds and the updates");
+    after(&ferry, "the rounds and the updates");
     if only == "cost" {
         return Ok(());
     }
     let (direct_ms, synced_ms) = direct_and_synced_latencies(s, a).await?;
-    grown("the latency series");
+    after(&ferry, "the latency series");
     let (quiet_idle, quiet_loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
     // The noisy tenant's objects still on their way: the next measurements need an idle
     // engine, and memory is counted once every object is synced.
     settle(&ferry).await?;
-    grown("fairness");
+    after(&ferry, "fairness");
     let fairness_ratio = quiet_loaded / quiet_idle;
     let (direct_idle, direct_loaded) = fairness_direct(s).await?;
     let fairness_direct_ratio = direct_loaded / direct_idle;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");
     println!("fairness without ferry: a quiet client's p99 direct create {direct_loaded:.1} ms while another writes {NOISY_OBJECTS} with {} in flight, {direct_idle:.1} ms idle: {fairness_direct_ratio:.2}x (the super API server's own)", ferry_sync::workers::SHARING);
-    // Every synced object is now in both of ferry's caches (tenant and super).
-    settle(&ferry).await?;
+    // Every synced object is now in both of ferry's caches (tenant and super): settled after
+    // fairness.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let synced_objects =
         (ROUNDS * PER_ROUND + LATENCY_OBJECTS + NOISY_OBJECTS + 2 * QUIET_OBJECTS) as f64;
-    let rss_per_object = (ferry.rss().unwrap_or(0) as f64 - rss_before as f64) / synced_objects;
+    let rss_per_object = grown(&ferry) / synced_objects;
     let (d50, d99) = (
         percentile(direct_ms.clone(), 0.5),
         percentile(direct_ms, 0.99),

@@ -56,10 +56,8 @@ pub struct Cache {
     /// For logs: `super Database.example.com`.
     pub what: String,
     objects: RwLock<HashMap<ObjKey, Held>>,
-    /// How checked super copies are reduced; `None` holds every object in full.
-    reducer: Option<Reducer>,
-    /// Whether objects are held parsed (see [`Held::Parsed`]).
-    parsed: bool,
+    /// How its objects are held.
+    holding: Holding,
     phase: Mutex<Phase>,
     served: RwLock<Option<Served>>,
     /// The `apiVersion` and `kind` every object of the cache has (known once served): held
@@ -79,19 +77,23 @@ impl Cache {
     /// An empty cache holding its objects parsed (those of at most [`PARSED_AT_MOST`] bytes
     /// of text): for the few objects read on every reconcile (namespaces).
     pub fn parsed(what: String) -> Self {
-        Self {
-            parsed: true,
-            ..Self::new(what)
-        }
+        Self::holding(what, Holding::Parsed)
     }
 
     /// An empty cache that keeps a checked object reduced by `reduce`.
     pub fn reducing(what: String, reduce: Option<Reduce>) -> Self {
+        let holding = match reduce {
+            Some(reduce) => Holding::Reduced(Reducer::new(reduce)),
+            None => Holding::Text,
+        };
+        Self::holding(what, holding)
+    }
+
+    fn holding(what: String, holding: Holding) -> Self {
         Self {
             what,
             objects: RwLock::default(),
-            reducer: reduce.map(Reducer::new),
-            parsed: false,
+            holding,
             phase: Mutex::new(Phase::Resolving),
             served: RwLock::default(),
             kind: std::sync::OnceLock::new(),
@@ -117,7 +119,7 @@ impl Cache {
     /// checked. Nothing changes if the cache holds another version by now. Whether the cache
     /// holds this very version checked.
     pub fn check(&self, object: &Value) -> bool {
-        let (Some(reducer), Some(key)) = (&self.reducer, key_of(object)) else {
+        let (Holding::Reduced(reducer), Some(key)) = (&self.holding, key_of(object)) else {
             return false;
         };
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
@@ -142,11 +144,12 @@ impl Cache {
 
     /// How `object` is to be held at `key`, given what `objects` holds there now.
     fn hold(&self, objects: &HashMap<ObjKey, Held>, key: &ObjKey, object: &Value) -> Held {
-        match &self.reducer {
-            Some(reducer) => reducer.hold(object, objects.get(key)),
-            None => {
+        match &self.holding {
+            Holding::Reduced(reducer) => reducer.hold(object, objects.get(key)),
+            Holding::Text => Held::Full(held::encode(object)),
+            Holding::Parsed => {
                 let text = held::encode(object);
-                if self.parsed && text.len() <= PARSED_AT_MOST {
+                if text.len() <= PARSED_AT_MOST {
                     Held::Parsed(Arc::new(object.clone()))
                 } else {
                     Held::Full(text)
@@ -243,12 +246,11 @@ impl Cache {
         }
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
         let newer = objects.get(&key).and_then(head).is_some_and(|cached| {
-            cached.metadata.uid == uid
-                && cached.metadata.resource_version.parse().unwrap_or(0u64) > version(&object)
+            cached.metadata.uid == uid && order(cached.metadata.resource_version) > version(&object)
         });
         if !newer {
-            let held = match &self.reducer {
-                Some(reducer) if checked => reducer.checked(&object),
+            let held = match &self.holding {
+                Holding::Reduced(reducer) if checked => reducer.checked(&object),
                 _ => None,
             };
             let held = held.unwrap_or_else(|| self.hold(&objects, &key, &object));
@@ -268,10 +270,25 @@ impl Cache {
 /// of its text.
 const PARSED_AT_MOST: usize = 2048;
 
-/// A resourceVersion as a number, for ordering two versions of one object (etcd's revisions;
-/// an unparsable one orders first, so that what ferry wrote is kept).
+/// How a cache holds its objects.
+enum Holding {
+    /// As compact JSON text.
+    Text,
+    /// Parsed, when small (see [`Held::Parsed`]).
+    Parsed,
+    /// As text, and once checked reduced by the reducer (see [`Held::Checked`]).
+    Reduced(Reducer),
+}
+
+/// An object's resourceVersion as a number, for ordering two versions of one object.
 pub(crate) fn version(object: &Value) -> u64 {
-    rv(object).parse().unwrap_or(0)
+    order(rv(object))
+}
+
+/// A resourceVersion as a number (etcd's revisions; an unparsable one orders first, so that
+/// what ferry wrote is kept).
+fn order(resource_version: &str) -> u64 {
+    resource_version.parse().unwrap_or(0)
 }
 
 /// The uid and resourceVersion of a cached object, read without building its value.

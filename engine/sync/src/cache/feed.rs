@@ -99,7 +99,7 @@ pub async fn run(
                     let gone = objects
                         .iter()
                         .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, h)| routed(h))
+                        .filter_map(|(_, h)| routed(&cache, h))
                         .collect();
                     *objects = fresh;
                     gone
@@ -120,7 +120,7 @@ pub async fn run(
                         let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
                         chunk
                             .iter()
-                            .filter_map(|k| routed(objects.get(k)?))
+                            .filter_map(|k| routed(&cache, objects.get(k)?))
                             .collect()
                     };
                     for value in &values {
@@ -145,10 +145,10 @@ const ROUTED_AT_ONCE: usize = 256;
 
 /// What a listed object's change is reported with: its metadata (`{"metadata": …}`), parsed
 /// without the rest (a list of 100,000 objects is reported at once).
-fn routed(held: &Held) -> Option<Arc<Value>> {
-    let text = match held {
-        Held::Parsed(object) => return Some(object.clone()),
-        Held::Full(text) | Held::Checked { text, .. } => text,
+fn routed(cache: &Cache, held: &Held) -> Option<Arc<Value>> {
+    // A parsed object is at hand whole.
+    let Some(text) = held.text() else {
+        return cache.decode(held);
     };
     let only: MetadataOnly = serde_json::from_str(text).ok()?;
     Some(Arc::new(serde_json::json!({ "metadata": only.metadata })))
