@@ -177,6 +177,35 @@ impl Cache {
         objects.keys().any(|(ns, _)| ns == namespace)
     }
 
+    /// The metadata of every object (`{"metadata": …}`, a parsed object whole), read without
+    /// building the rest, a chunk at a time: no lock is held while `f` runs (it may write to
+    /// this cache).
+    pub fn each_metadata(&self, mut f: impl FnMut(&Value)) {
+        let keys = self.keys();
+        for chunk in keys.chunks(METADATA_AT_ONCE) {
+            let values: Vec<Arc<Value>> = {
+                let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
+                chunk
+                    .iter()
+                    .filter_map(|k| self.metadata_of(objects.get(k)?))
+                    .collect()
+            };
+            for value in &values {
+                f(value);
+            }
+        }
+    }
+
+    /// What [`Cache::each_metadata`] gives for `held`.
+    fn metadata_of(&self, held: &Held) -> Option<Arc<Value>> {
+        // A parsed object is at hand whole.
+        let Some(text) = held.text() else {
+            return self.decode(held);
+        };
+        let only: MetadataOnly = serde_json::from_str(text).ok()?;
+        Some(Arc::new(serde_json::json!({ "metadata": only.metadata })))
+    }
+
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
@@ -318,6 +347,9 @@ fn head(held: &Held) -> Option<Head<'_>> {
     }
 }
 
+/// How many objects [`Cache::each_metadata`] reads under one lock.
+const METADATA_AT_ONCE: usize = 256;
+
 /// The metadata of a cached object, read without building the rest: what routes a change.
 #[derive(serde::Deserialize)]
 struct MetadataOnly {
@@ -344,9 +376,16 @@ impl Cache {
 /// A JSON object with its type set (list items of built-in kinds come without it) and without
 /// `managedFields` (large, and nothing ferry decides depends on them).
 fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
-    let Value::Object(fields) = serde_json::to_value(object).ok()? else {
-        return None;
-    };
+    // The fields besides metadata are moved, not copied through a serializer: a list of
+    // 100,000 objects passes here. The order is the serializer's (metadata, then the rest).
+    let DynamicObject { metadata, data, .. } = object;
+    let mut fields = serde_json::Map::new();
+    fields.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
+    match data {
+        Value::Object(rest) => fields.extend(rest),
+        Value::Null => {}
+        _ => return None,
+    }
     Some(Value::Object(normalise(fields, resource)))
 }
 

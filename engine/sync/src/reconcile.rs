@@ -16,6 +16,7 @@ use ferry_core::sandbox::Sandbox;
 use ferry_core::translate::{Reason, Refusal, Translated, Translator};
 use serde_json::Value;
 
+use crate::deps;
 use crate::key::{Key, Kind};
 use crate::public::TenantView;
 use crate::state::{Shared, TenantState};
@@ -80,7 +81,13 @@ impl<'a> Reconciler<'a> {
                     return Ok(Outcome::default());
                 };
                 match resource.direction {
-                    Direction::ToSuper => self.to_super(key, idx, resource).await,
+                    Direction::ToSuper => {
+                        let outcome = self.to_super(key, idx, resource).await;
+                        if !resource.dependency {
+                            deps::ensure_recorded(self.shared, self.tenant, key, idx);
+                        }
+                        outcome
+                    }
                     Direction::FromSuper => self.public_copy(key, idx, resource).await,
                     Direction::Produced => self.produced(key, idx, resource).await,
                 }

@@ -2,8 +2,12 @@
 //! referenced, and by whom.
 //! A dependency is synced while at least one synced object references it. Both ends are keys
 //! of the same tenant.
+//! The objects listed when a tenant starts are awaited: until each has had its references
+//! recorded (its first reconcile), no dependency is known to be unreferenced.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use crate::key::Key;
 
@@ -12,6 +16,10 @@ use crate::key::Key;
 pub struct RefIndex {
     by_target: HashMap<Key, HashSet<Key>>,
     by_referrer: HashMap<Key, Vec<Key>>,
+    /// Referrers awaited, by keyed digest (8 bytes each, for 100,000 objects at a restart).
+    awaited: HashSet<u64>,
+    /// The key of those digests.
+    keys: RandomState,
 }
 
 impl RefIndex {
@@ -68,6 +76,38 @@ impl RefIndex {
     pub fn is_referenced(&self, target: &Key) -> bool {
         self.by_target.contains_key(target)
     }
+
+    /// Awaits the references of `referrers` (every object that may reference a dependency,
+    /// as listed at start).
+    pub fn await_referrers(&mut self, referrers: impl IntoIterator<Item = Key>) {
+        let keys = &self.keys;
+        self.awaited
+            .extend(referrers.into_iter().map(|r| keys.hash_one(&r)));
+    }
+
+    /// Whether `referrer`'s references are awaited.
+    pub fn awaits(&self, referrer: &Key) -> bool {
+        !self.awaited.is_empty() && self.awaited.contains(&self.keys.hash_one(referrer))
+    }
+
+    /// Whether every awaited referrer has been recorded: only then is a target nothing
+    /// references known to be unreferenced.
+    pub fn complete(&self) -> bool {
+        self.awaited.is_empty()
+    }
+
+    /// Marks `referrer`'s references recorded. Whether that was the last one awaited.
+    pub fn recorded(&mut self, referrer: &Key) -> bool {
+        if self.awaited.is_empty() || !self.awaited.remove(&self.keys.hash_one(referrer)) {
+            return false;
+        }
+        if self.awaited.is_empty() {
+            // What held 100,000 digests is given back.
+            self.awaited = HashSet::new();
+            return true;
+        }
+        false
+    }
 }
 
 #[cfg(test)]
@@ -94,5 +134,20 @@ mod tests {
         assert!(index.is_referenced(&secret));
         index.set(&key(1, "db2"), vec![]);
         assert!(!index.is_referenced(&secret));
+    }
+
+    #[test]
+    fn awaited_referrers_complete_once_each_is_recorded() {
+        let mut index = RefIndex::default();
+        assert!(index.complete());
+        index.await_referrers([key(1, "db1"), key(1, "db2")]);
+        assert!(!index.complete());
+        assert!(index.awaits(&key(1, "db1")) && !index.awaits(&key(1, "db3")));
+        assert!(!index.recorded(&key(1, "db3")));
+        assert!(!index.recorded(&key(1, "db1")));
+        assert!(!index.recorded(&key(1, "db1")), "recorded once");
+        assert!(!index.awaits(&key(1, "db1")));
+        assert!(index.recorded(&key(1, "db2")), "the last one completes");
+        assert!(index.complete() && !index.recorded(&key(1, "db2")));
     }
 }

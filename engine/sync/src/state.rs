@@ -234,12 +234,13 @@ impl Shared {
     }
 
     fn resync_owned(&self, tenant: &str, cache: &Cache, kind: Kind, namespaced: bool) {
-        for object in cache.values() {
-            let key = Ownership::of(&object).key(kind, namespaced);
+        // Ownership is metadata: the copies are not read whole.
+        cache.each_metadata(|object| {
+            let key = Ownership::of(object).key(kind, namespaced);
             if let Some(key) = key.filter(|k| &*k.tenant == tenant) {
                 self.queues.add_background(key);
             }
-        }
+        });
     }
 }
 

@@ -15,20 +15,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_core::config::Config;
-use ferry_core::policy::Direction;
 
 use crate::deps;
-use crate::key::{Key, Kind};
-use crate::object::{deleting, key_of};
 use crate::state::{Shared, TenantState};
 use crate::tenant_secrets::{merge, report, SecretTenants, Source, Wanted};
 
 /// How often the configuration file is read for changes.
 const CONFIG_POLL: Duration = Duration::from_secs(1);
 
-/// Waits for the tenant's and the super cluster's caches, records which dependencies the
-/// tenant's objects reference (so that no dependency is collected for want of a referrer
-/// not yet seen), then opens the tenant's queue with every key in it.
+/// Waits for the tenant's and the super cluster's caches, awaits the references of the
+/// tenant's listed objects (so that no dependency is collected for want of a referrer not yet
+/// reconciled), then opens the tenant's queue with every key in it.
 pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
     while !(tenant.listed() && shared.ready()) {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -49,23 +46,7 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
             }
         }
     }
-    if shared.policy.resources.iter().any(|r| r.dependency) {
-        for (idx, resource) in shared.policy.resources.iter().enumerate() {
-            if resource.direction != Direction::ToSuper || resource.dependency {
-                continue;
-            }
-            for object in tenant.caches[idx].values() {
-                if deleting(&object) {
-                    continue;
-                }
-                let Some((namespace, name)) = key_of(&object) else {
-                    continue;
-                };
-                let key = Key::new(&tenant.name, Kind::Resource(idx), &namespace, &name);
-                deps::record(&shared, &tenant, &key, &object);
-            }
-        }
-    }
+    deps::await_referrers(&shared, &tenant);
     tenant.set_primed();
     shared.resync(&tenant);
     shared.queues.open(&tenant.name);

@@ -125,8 +125,8 @@ fn refusing_policy(dir: &Path) -> Result<PathBuf> {
 }
 
 /// A policy approving only Database, with the pinned transform `name` (`script`, written
-/// beside it) and `extra` lines for its entry.
-fn database_policy(dir: &Path, name: &str, script: &str, extra: &str) -> Result<PathBuf> {
+/// beside it) and `extra` lines for its entry (or further entries).
+pub fn database_policy(dir: &Path, name: &str, script: &str, extra: &str) -> Result<PathBuf> {
     use sha2::{Digest, Sha256};
     std::fs::write(dir.join(format!("{name}.star")), script)?;
     let pin: String = Sha256::digest(script.as_bytes())

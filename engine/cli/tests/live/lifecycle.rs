@@ -1,5 +1,6 @@
 //! ferry's own life: stopped and restarted (deletes made meanwhile, no writes when nothing
-//! changed), two replicas under leader election, a tenant added to a running ferry.
+//! changed, a dependency kept for an object refused when ferry starts again), two replicas
+//! under leader election, a tenant added to a running ferry.
 
 use super::*;
 
@@ -133,6 +134,60 @@ pub async fn restart_without_writes(identity: Identity) -> Result<()> {
     ensure!(
         snapshot().await? == before,
         "resourceVersions changed across the restart"
+    );
+    env.finish(ferry).await
+}
+
+/// An object with a copy, changed while ferry was down so that its transform refuses it when
+/// ferry starts again: its copy stays, and so does the dependency it references, although
+/// nothing else references it.
+pub async fn refused_at_restart_keeps_dependencies(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "refused-restart").await?;
+    let script = "def to_super(obj, ctx):\n    if obj[\"spec\"].get(\"version\") == \"13\":\n        fail(\"spec.version: 13 is end of life\")\n    return obj\n";
+    let secrets =
+        "  - apiVersion: v1\n    kind: Secret\n    direction: toSuper\n    dependency: true\n";
+    let mut settings = env.settings(&["team-a"]);
+    settings.policy = database_policy(&env.dir, "eol", script, secrets)?;
+    let ferry = env.start(&settings, "ferry.log").await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    let ns = env.namespace("team-a", "shop").await?;
+    let super_ns = format!("team-a-{ns}");
+    create(&a, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns}, "stringData": {"password": "hunter2"}})).await?;
+    let mut spec = db_spec("small");
+    spec["version"] = json!("16");
+    spec["credentialsRef"] = json!({"name": "creds"});
+    create(&a, database(&ns, "solo", spec)).await?;
+    DATABASE
+        .at(&s, &super_ns, "solo")
+        .until("super copy", |_| true)
+        .await?;
+    let secret = Kind::new("v1", "Secret")
+        .at(&s, &super_ns, "creds")
+        .until("Secret copy", |_| true)
+        .await?;
+    drained(&ferry).await?;
+    ferry.stop()?;
+    DATABASE
+        .at(&a, &ns, "solo")
+        .merge(json!({"spec": {"version": "13"}}))
+        .await?;
+    let ferry = env.start(&settings, "ferry-2.log").await?;
+    let note = until_event(&a, &ns, "solo", "TransformFailed").await?;
+    ensure!(note.contains("end of life"), "{note}");
+    drained(&ferry).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kept = Kind::new("v1", "Secret")
+        .at(&s, &super_ns, "creds")
+        .get()
+        .await?;
+    ensure!(
+        kept.is_some_and(|k| k["metadata"]["uid"] == secret["metadata"]["uid"]),
+        "the Secret the refused object's copy references was collected:\n{}",
+        ferry.log()
+    );
+    ensure!(
+        DATABASE.at(&s, &super_ns, "solo").get().await?.is_some(),
+        "the refused object's copy stays"
     );
     env.finish(ferry).await
 }

@@ -223,6 +223,14 @@ mod admin_only {
         super_namespace_deleted,
     );
 
+    // Its policy is its own (a transform that refuses, Secrets as dependencies).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refused_at_restart_keeps_dependencies() {
+        super::refused_at_restart_keeps_dependencies(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn several_supers() {
         super::supers::several_supers(super::Identity::Admin)

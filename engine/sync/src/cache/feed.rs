@@ -13,7 +13,7 @@ use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-use super::{to_value, Cache, Held, MetadataOnly, OnChange, Phase, Served};
+use super::{to_value, Cache, Held, OnChange, Phase, Served};
 use crate::object::{key_of, ObjKey};
 
 /// How long to wait before asking again whether a kind is served.
@@ -99,7 +99,7 @@ pub async fn run(
                     let gone = objects
                         .iter()
                         .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, h)| routed(&cache, h))
+                        .filter_map(|(_, h)| cache.metadata_of(h))
                         .collect();
                     *objects = fresh;
                     gone
@@ -109,24 +109,10 @@ pub async fn run(
                 for value in &gone {
                     on_change(value);
                 }
-                // Every listed object, by its metadata, a chunk at a time: no lock is held
-                // while routing (a worker woken by it may write to this cache at once).
-                let keys: Vec<ObjKey> = {
-                    let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                    objects.keys().cloned().collect()
-                };
-                for chunk in keys.chunks(ROUTED_AT_ONCE) {
-                    let values: Vec<Arc<Value>> = {
-                        let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                        chunk
-                            .iter()
-                            .filter_map(|k| routed(&cache, objects.get(k)?))
-                            .collect()
-                    };
-                    for value in &values {
-                        on_change(value);
-                    }
-                }
+                // Every listed object, by its metadata alone (a list of 100,000 objects is
+                // reported at once), with no lock held while routing (a worker woken by it may
+                // write to this cache at once).
+                cache.each_metadata(|value| on_change(value));
             }
             Ok(Event::Apply(object)) => observe(&cache, &resource, &on_change, object, true),
             Ok(Event::Delete(object)) => observe(&cache, &resource, &on_change, object, false),
@@ -138,20 +124,6 @@ pub async fn run(
             Err(e) => tracing::warn!(cache = %cache.what, error = %e, "watch failed; retrying"),
         }
     }
-}
-
-/// How many listed objects are read for routing under one lock.
-const ROUTED_AT_ONCE: usize = 256;
-
-/// What a listed object's change is reported with: its metadata (`{"metadata": …}`), parsed
-/// without the rest (a list of 100,000 objects is reported at once).
-fn routed(cache: &Cache, held: &Held) -> Option<Arc<Value>> {
-    // A parsed object is at hand whole.
-    let Some(text) = held.text() else {
-        return cache.decode(held);
-    };
-    let only: MetadataOnly = serde_json::from_str(text).ok()?;
-    Some(Arc::new(serde_json::json!({ "metadata": only.metadata })))
 }
 
 /// Records one watched object, present or gone, and reports it.

@@ -40,6 +40,15 @@ impl Reconciler<'_> {
         } else {
             (String::new(), names.to_super(&key.name))
         };
+        // A dependency nothing references yet, while objects listed at start are still to be
+        // reconciled: it may be one of theirs, so it waits (queued again once they are), its
+        // copies not even read.
+        if resource.dependency
+            && deps::referenced(self.tenant, key).is_none()
+            && tenant_cache.contains(&key.namespace, &key.name)
+        {
+            return Ok(Outcome::default());
+        }
         // ferry's copy in each super, if any. A checked copy is reduced to what flows up: it
         // held what ferry applies, and nothing but what flows up has changed since.
         let copies: Vec<Option<(Arc<Value>, bool)>> = self
@@ -61,12 +70,14 @@ impl Reconciler<'_> {
             Some((o, reduced)) => (Some(o), reduced),
             None => (None, false),
         };
+        // (Unknown only for a dependency gone from the tenant: its copies go.)
+        let referenced = resource.dependency && deps::referenced(self.tenant, key).unwrap_or(false);
         // Everything in a namespace being deleted goes with it.
         let wanted = decide::wanted(
             object.is_some(),
             !namespaced || self.tenant.namespace_alive(&key.namespace),
             resource.dependency,
-            resource.dependency && deps::referenced(self.tenant, key),
+            referenced,
         );
         let placed = (wanted && namespaced)
             .then(|| placement::placed(self.shared, self.tenant, &key.namespace))
@@ -135,6 +146,11 @@ impl Reconciler<'_> {
                     // its dependencies), but nothing it names flows up any more.
                     if refusal.reason != Reason::NotSelected {
                         if !resource.dependency {
+                            // Listed at start with a copy, its references are recorded from
+                            // the schema rules first: the dependencies its copy names stay.
+                            if copies.iter().any(Option::is_some) {
+                                deps::ensure_recorded(self.shared, self.tenant, key, idx);
+                            }
                             deps::clear_produced(self.shared, self.tenant, key);
                         }
                         return Ok(Outcome::default());
