@@ -59,6 +59,8 @@ async fn main() -> Result<()> {
     let dir = ferry_testkit::live::scratch("bench-sync")?;
     let mut settings = Settings::new(&["team-a", "team-b"], Identity::Admin);
     settings.patrol = "60s".into();
+    // As deployed: info logs, not one debug line per write.
+    settings.verbose = false;
     if let Some(policy) = std::env::var_os("FERRY_BENCH_POLICY") {
         settings.policy = policy.into();
     }

@@ -375,18 +375,48 @@ impl Cache {
 
 /// A JSON object with its type set (list items of built-in kinds come without it) and without
 /// `managedFields` (large, and nothing ferry decides depends on them).
-fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
+pub(crate) fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
     // The fields besides metadata are moved, not copied through a serializer: a list of
     // 100,000 objects passes here. The order is the serializer's (metadata, then the rest).
-    let DynamicObject { metadata, data, .. } = object;
+    let DynamicObject {
+        mut metadata, data, ..
+    } = object;
+    // managedFields (field by field, the size of the object again) are not serialized to be
+    // dropped: only the managers of a claimed copy are kept, as `normalise` keeps them.
+    let entries = metadata.managed_fields.take();
+    let claims = metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(ferry_core::translate::LABEL_TENANT));
     let mut fields = serde_json::Map::new();
-    fields.insert("metadata".into(), serde_json::to_value(metadata).ok()?);
+    fields.insert("metadata".into(), serde_json::to_value(&metadata).ok()?);
     match data {
         Value::Object(rest) => fields.extend(rest),
         Value::Null => {}
         _ => return None,
     }
-    Some(Value::Object(normalise(fields, resource)))
+    let mut out = normalise(fields, resource);
+    // Set after `normalise`, which would otherwise reduce them again.
+    if let (true, Some(entries), Some(Value::Object(meta))) =
+        (claims, entries, out.get_mut("metadata"))
+    {
+        let managers = entries
+            .into_iter()
+            .map(|e| e.manager.map_or(Value::Null, Value::String));
+        meta.insert("managedFields".into(), managers_of(managers));
+    }
+    Some(Value::Object(out))
+}
+
+/// `managedFields` reduced to its distinct managers, in order: `[{"manager": …}]`.
+fn managers_of(managers: impl Iterator<Item = Value>) -> Value {
+    let mut out: Vec<Value> = Vec::new();
+    for manager in managers {
+        if !out.iter().any(|m| m["manager"] == manager) {
+            out.push(serde_json::json!({ "manager": manager }));
+        }
+    }
+    Value::Array(out)
 }
 
 /// `apiVersion` and `kind` first (set from the resource), then the rest with
@@ -414,16 +444,12 @@ pub fn normalise(
                     .get("labels")
                     .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
                     .is_some();
-                let entries = meta.remove("managedFields");
+                let entries = meta.shift_remove("managedFields");
                 if let (true, Some(Value::Array(entries))) = (claims, entries) {
-                    let mut managers: Vec<Value> = Vec::new();
-                    for e in entries {
-                        let manager = e.get("manager").cloned().unwrap_or(Value::Null);
-                        if !managers.iter().any(|m| m["manager"] == manager) {
-                            managers.push(serde_json::json!({ "manager": manager }));
-                        }
-                    }
-                    meta.insert("managedFields".into(), Value::Array(managers));
+                    let managers = entries
+                        .into_iter()
+                        .map(|mut e| e.get_mut("manager").map_or(Value::Null, Value::take));
+                    meta.insert("managedFields".into(), managers_of(managers));
                 }
             }
         }

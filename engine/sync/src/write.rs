@@ -98,15 +98,15 @@ const UNREACHABLE_FOR: Duration = Duration::from_secs(5);
 /// timeout is 15 s).
 const PROBE_FOR: Duration = Duration::from_secs(20);
 
+/// What is sent: read from `value` where it is (not from a copy of it).
 fn object(value: &Value) -> Result<DynamicObject> {
-    serde_json::from_value(value.clone()).map_err(|e| Error::Invalid(e.to_string()))
+    use serde::Deserialize;
+    DynamicObject::deserialize(value).map_err(|e| Error::Invalid(e.to_string()))
 }
 
+/// An answer as the caches hold objects (`cache::to_value`).
 fn value(object: DynamicObject, resource: &ApiResource) -> Value {
-    match serde_json::to_value(object) {
-        Ok(Value::Object(fields)) => Value::Object(crate::cache::normalise(fields, resource)),
-        _ => Value::Null,
-    }
+    crate::cache::to_value(object, resource).unwrap_or(Value::Null)
 }
 
 impl Writer {
@@ -244,7 +244,12 @@ impl Writer {
             .await?;
         let raw = serde_json::to_value(&out).map_err(|e| Error::Invalid(e.to_string()))?;
         let Some(patch) = upgrade::cleanup(&raw, desired, FIELD_MANAGER) else {
-            return Ok(value(out, resource));
+            // The answer as a value is at hand (managedFields included, which the cleanup
+            // reads): not serialized again.
+            return Ok(match raw {
+                Value::Object(fields) => Value::Object(crate::cache::normalise(fields, resource)),
+                _ => Value::Null,
+            });
         };
         self.allowed().map_err(|e| Error::Cleanup(Box::new(e)))?;
         let namespace = out.metadata.namespace.clone().unwrap_or_default();

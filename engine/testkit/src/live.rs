@@ -152,6 +152,9 @@ pub struct Settings {
     pub launcher: Vec<String>,
     /// Environment variables for ferry.
     pub env: Vec<(String, String)>,
+    /// `--verbose` (debug logs: every write, every list), as tests want them; the benchmark
+    /// runs ferry as deployed, at its default level.
+    pub verbose: bool,
 }
 
 impl Settings {
@@ -170,6 +173,7 @@ impl Settings {
             spec: Default::default(),
             launcher: Vec::new(),
             env: Vec::new(),
+            verbose: true,
         }
     }
 }
@@ -261,8 +265,12 @@ impl Ferry {
             (Err(_), None) => Command::new(ferry),
         };
         command.envs(settings.env.iter().map(|(k, v)| (k, v)));
+        command.arg("run");
+        if settings.verbose {
+            command.arg("--verbose");
+        }
         let child = command
-            .args(["run", "--verbose", "--config"])
+            .arg("--config")
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)

@@ -113,3 +113,50 @@ fn a_parsed_cache_holds_small_objects_parsed_and_large_ones_as_text() {
     drop(objects);
     assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
 }
+
+#[test]
+fn a_watched_object_is_the_value_its_serialization_gives() {
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let fields = json!([
+        {"manager": "ferry", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}},
+        {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}},
+        {"manager": "ferry", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}},
+        {"operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}},
+    ]);
+    let claimed = json!({"ferry.dev/tenant": "team-a"});
+    // Labels (claimed, another's, empty, none) and managedFields (some, none).
+    let cases = [
+        (Some(claimed.clone()), Some(fields.clone())),
+        (Some(json!({"app": "x"})), Some(fields.clone())),
+        (Some(json!({})), Some(fields.clone())),
+        (None, Some(fields.clone())),
+        (Some(claimed), None),
+        (None, None),
+    ];
+    for (labels, managed) in cases {
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u", "resourceVersion": "7",
+                "annotations": {"k": "v"}},
+            "data": {"a": "1"}, "binaryData": {}});
+        if let Some(labels) = labels {
+            object["metadata"]["labels"] = labels;
+        }
+        if let Some(managed) = managed {
+            object["metadata"]["managedFields"] = managed;
+        }
+        let dynamic: DynamicObject = serde_json::from_value(object).unwrap();
+        let Value::Object(whole) = serde_json::to_value(dynamic.clone()).unwrap() else {
+            panic!("an object");
+        };
+        let expected = Value::Object(normalise(whole, &resource));
+        assert_eq!(to_value(dynamic, &resource).unwrap(), expected);
+    }
+    let claimed: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "a", "labels": {"ferry.dev/tenant": "t"}, "managedFields": fields}}))
+        .unwrap();
+    assert_eq!(
+        to_value(claimed, &resource).unwrap()["metadata"]["managedFields"],
+        json!([{"manager": "ferry"}, {"manager": "kubectl"}, {"manager": null}])
+    );
+}
