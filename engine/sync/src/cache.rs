@@ -409,13 +409,14 @@ pub(crate) fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<
 }
 
 /// `managedFields` reduced to its distinct managers, in order: `[{"manager": …}]`.
+/// Linear in the entries: a tenant may label its own objects `ferry.dev/tenant` and give them
+/// as many managers as it likes.
 fn managers_of(managers: impl Iterator<Item = Value>) -> Value {
-    let mut out: Vec<Value> = Vec::new();
-    for manager in managers {
-        if !out.iter().any(|m| m["manager"] == manager) {
-            out.push(serde_json::json!({ "manager": manager }));
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let out = managers
+        .filter(|m| seen.insert(m.to_string()))
+        .map(|m| serde_json::json!({ "manager": m }))
+        .collect();
     Value::Array(out)
 }
 

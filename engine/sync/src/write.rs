@@ -178,8 +178,9 @@ impl Writer {
         result
     }
 
-    fn count(&self, verb: &str, what: &str) {
-        tracing::debug!(cluster = %self.cluster, verb, object = what, "wrote");
+    /// Counts a write of `what` (formatted only when debug logs are on).
+    fn count(&self, verb: &str, what: std::fmt::Arguments<'_>) {
+        tracing::debug!(cluster = %self.cluster, verb, object = %what, "wrote");
         self.metrics
             .writes
             .get_or_create(&labels(&[("cluster", &self.cluster), ("verb", verb)]))
@@ -267,7 +268,10 @@ impl Writer {
                     .await,
             )
             .map_err(|e| Error::Cleanup(Box::new(e.into())))?;
-        self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
+        self.count(
+            "patch",
+            format_args!("{} {namespace}/{name}", resource.kind),
+        );
         Ok(value(cleaned, resource))
     }
 
@@ -314,7 +318,7 @@ impl Writer {
             self.answered(api.patch(&name, &params, &Patch::Apply(&o)).await)?
         };
         let verb = if status { "apply-status" } else { "apply" };
-        self.count(verb, &format!("{} {namespace}/{name}", resource.kind));
+        self.count(verb, format_args!("{} {namespace}/{name}", resource.kind));
         Ok(out)
     }
 
@@ -337,7 +341,10 @@ impl Writer {
                 .patch(name, &params, &Patch::Merge(patch))
                 .await,
         )?;
-        self.count("patch", &format!("{} {namespace}/{name}", resource.kind));
+        self.count(
+            "patch",
+            format_args!("{} {namespace}/{name}", resource.kind),
+        );
         Ok(value(out, resource))
     }
 
@@ -353,7 +360,7 @@ impl Writer {
         let out = self.answered(self.api(resource, &namespace).create(&params, &o).await)?;
         self.count(
             "create",
-            &format!(
+            format_args!(
                 "{} {namespace}/{}",
                 resource.kind,
                 o.metadata.name.as_deref().unwrap_or("")
@@ -377,7 +384,10 @@ impl Writer {
                 .replace(&name, &params, &o)
                 .await,
         )?;
-        self.count("replace", &format!("{} {namespace}/{name}", resource.kind));
+        self.count(
+            "replace",
+            format_args!("{} {namespace}/{name}", resource.kind),
+        );
         Ok(value(out, resource))
     }
 
@@ -400,7 +410,10 @@ impl Writer {
         };
         match self.answered(self.api(resource, namespace).delete(name, &params).await) {
             Ok(_) => {
-                self.count("delete", &format!("{} {namespace}/{name}", resource.kind));
+                self.count(
+                    "delete",
+                    format_args!("{} {namespace}/{name}", resource.kind),
+                );
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
