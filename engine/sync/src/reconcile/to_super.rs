@@ -40,15 +40,20 @@ impl Reconciler<'_> {
         } else {
             (String::new(), names.to_super(&key.name))
         };
-        // A dependency nothing references yet, while objects listed at start are still to be
-        // reconciled: it may be one of theirs, so it waits (queued again once they are), its
-        // copies not even read.
-        if resource.dependency
-            && deps::referenced(self.tenant, key).is_none()
-            && tenant_cache.contains(&key.namespace, &key.name)
+        // Whether a dependency is referenced: unknown while objects listed at start are still
+        // to be reconciled. One nothing references yet may be theirs, so it waits (queued
+        // again once they are), its copies not even read; gone from the tenant, its copies go.
+        let referenced = match resource
+            .dependency
+            .then(|| deps::referenced(self.tenant, key))
         {
-            return Ok(Outcome::default());
-        }
+            None => false,
+            Some(Some(referenced)) => referenced,
+            Some(None) if tenant_cache.contains(&key.namespace, &key.name) => {
+                return Ok(Outcome::default());
+            }
+            Some(None) => false,
+        };
         // ferry's copy in each super, if any. A checked copy is reduced to what flows up: it
         // held what ferry applies, and nothing but what flows up has changed since.
         let copies: Vec<Option<(Arc<Value>, bool)>> = self
@@ -70,8 +75,6 @@ impl Reconciler<'_> {
             Some((o, reduced)) => (Some(o), reduced),
             None => (None, false),
         };
-        // (Unknown only for a dependency gone from the tenant: its copies go.)
-        let referenced = resource.dependency && deps::referenced(self.tenant, key).unwrap_or(false);
         // Everything in a namespace being deleted goes with it.
         let wanted = decide::wanted(
             object.is_some(),
