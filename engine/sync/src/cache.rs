@@ -20,10 +20,12 @@ use crate::object::{key_of, rv, ObjKey};
 
 mod feed;
 mod held;
+mod objects;
 
 pub use feed::run;
 pub use held::Reduce;
 use held::{Held, Reducer};
+use objects::Objects;
 
 /// Called with every object that appeared, changed or went away: the object, or after a list
 /// only its metadata (`{"metadata": …}`), which is what routes a change to its key.
@@ -55,7 +57,7 @@ pub struct Served {
 pub struct Cache {
     /// For logs: `super Database.example.com`.
     pub what: String,
-    objects: RwLock<HashMap<ObjKey, Held>>,
+    objects: RwLock<Objects>,
     /// How its objects are held.
     holding: Holding,
     phase: Mutex<Phase>,
@@ -110,8 +112,8 @@ impl Cache {
     /// applies (see [`Cache::check`]); such a copy is reduced to what flows up.
     pub fn get_checked(&self, namespace: &str, name: &str) -> Option<(Arc<Value>, bool)> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        let held = objects.get(&(namespace.to_string(), name.to_string()))?;
-        Some((self.decode(held)?, held.checked()))
+        let held = objects.get(namespace, name)?;
+        Some((self.decode(namespace, name, held)?, held.checked()))
     }
 
     /// Records that `object`, as cached, holds what ferry applies: a cache of super copies
@@ -123,19 +125,19 @@ impl Cache {
             return false;
         };
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let same = objects.get(&key).and_then(head).is_some_and(|h| {
+        let same = objects.get(&key.0, &key.1).and_then(head).is_some_and(|h| {
             h.metadata.uid == crate::object::uid(object)
                 && h.metadata.resource_version == rv(object)
         });
         if !same {
             return false;
         }
-        if objects.get(&key).is_some_and(Held::checked) {
+        if objects.get(&key.0, &key.1).is_some_and(Held::checked) {
             return true;
         }
         match reducer.checked(object) {
             Some(held) => {
-                objects.insert(key, held);
+                objects.insert(&key.0, &key.1, held);
                 true
             }
             None => false,
@@ -143,9 +145,9 @@ impl Cache {
     }
 
     /// How `object` is to be held at `key`, given what `objects` holds there now.
-    fn hold(&self, objects: &HashMap<ObjKey, Held>, key: &ObjKey, object: &Value) -> Held {
+    fn hold(&self, objects: &Objects, key: &ObjKey, object: &Value) -> Held {
         match &self.holding {
-            Holding::Reduced(reducer) => reducer.hold(object, objects.get(key)),
+            Holding::Reduced(reducer) => reducer.hold(object, objects.get(&key.0, &key.1)),
             Holding::Text => Held::Full(held::encode(object)),
             Holding::Parsed => {
                 let text = held::encode(object);
@@ -161,20 +163,20 @@ impl Cache {
     /// The resourceVersion of the object at `namespace`/`name`, read without building it.
     pub fn resource_version(&self, namespace: &str, name: &str) -> Option<String> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        let held = objects.get(&(namespace.to_string(), name.to_string()))?;
+        let held = objects.get(namespace, name)?;
         head(held).map(|h| h.metadata.resource_version.to_string())
     }
 
     /// Whether an object is at `namespace`/`name`.
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.contains_key(&(namespace.to_string(), name.to_string()))
+        objects.contains(namespace, name)
     }
 
     /// Whether any object is in `namespace`.
     pub fn any_in(&self, namespace: &str) -> bool {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.keys().any(|(ns, _)| ns == namespace)
+        objects.any_in(namespace)
     }
 
     /// The metadata of every object (`{"metadata": …}`, a parsed object whole), read without
@@ -187,7 +189,7 @@ impl Cache {
                 let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
                 chunk
                     .iter()
-                    .filter_map(|k| self.metadata_of(objects.get(k)?))
+                    .filter_map(|(ns, name)| self.metadata_of(ns, name, objects.get(ns, name)?))
                     .collect()
             };
             for value in &values {
@@ -197,25 +199,33 @@ impl Cache {
     }
 
     /// What [`Cache::each_metadata`] gives for `held`.
-    fn metadata_of(&self, held: &Held) -> Option<Arc<Value>> {
+    fn metadata_of(&self, namespace: &str, name: &str, held: &Held) -> Option<Arc<Value>> {
         // A parsed object is at hand whole.
         let Some(text) = held.text() else {
-            return self.decode(held);
+            return self.decode(namespace, name, held);
         };
         let only: MetadataOnly = serde_json::from_str(text).ok()?;
-        Some(Arc::new(serde_json::json!({ "metadata": only.metadata })))
+        let mut value = serde_json::json!({ "metadata": only.metadata });
+        held::place(&mut value, namespace, name);
+        Some(Arc::new(value))
     }
 
     /// Every object.
     pub fn values(&self) -> Vec<Arc<Value>> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.values().filter_map(|h| self.decode(h)).collect()
+        objects
+            .iter()
+            .filter_map(|(ns, name, held)| self.decode(ns, name, held))
+            .collect()
     }
 
     /// Where every object is.
     pub fn keys(&self) -> Vec<ObjKey> {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        objects.keys().cloned().collect()
+        objects
+            .iter()
+            .map(|(ns, name, _)| (ns.to_string(), name.to_string()))
+            .collect()
     }
 
     /// How many objects the cache holds.
@@ -274,23 +284,27 @@ impl Cache {
             return;
         }
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let newer = objects.get(&key).and_then(head).is_some_and(|cached| {
-            cached.metadata.uid == uid && order(cached.metadata.resource_version) > version(&object)
-        });
+        let newer = objects
+            .get(&key.0, &key.1)
+            .and_then(head)
+            .is_some_and(|cached| {
+                cached.metadata.uid == uid
+                    && order(cached.metadata.resource_version) > version(&object)
+            });
         if !newer {
             let held = match &self.holding {
                 Holding::Reduced(reducer) if checked => reducer.checked(&object),
                 _ => None,
             };
             let held = held.unwrap_or_else(|| self.hold(&objects, &key, &object));
-            objects.insert(key, held);
+            objects.insert(&key.0, &key.1, held);
         }
     }
 
     /// Forgets an object ferry has just deleted.
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        objects.remove(&(namespace.to_string(), name.to_string()));
+        objects.remove(namespace, name);
     }
 }
 
@@ -358,13 +372,15 @@ struct MetadataOnly {
 }
 
 impl Cache {
-    /// An object as held, its `apiVersion` and `kind` set back.
-    fn decode(&self, held: &Held) -> Option<Arc<Value>> {
+    /// The object held at `namespace`/`name`, its `apiVersion`, `kind`, name and namespace
+    /// set back.
+    fn decode(&self, namespace: &str, name: &str, held: &Held) -> Option<Arc<Value>> {
         let text = match held {
             Held::Parsed(object) => return Some(object.clone()),
             Held::Full(text) | Held::Checked { text, .. } => text,
         };
         let mut value: Value = serde_json::from_str(text).ok()?;
+        held::place(&mut value, namespace, name);
         if let (Value::Object(fields), Some((api_version, kind))) = (&mut value, self.kind.get()) {
             fields.insert("apiVersion".into(), api_version.clone());
             fields.insert("kind".into(), kind.clone());

@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use serde_json::Value;
 
@@ -34,11 +34,13 @@ pub struct Seen {
     pub wanted: bool,
 }
 
-/// A write ferry made: the digest of what it wanted and the resourceVersion the write made.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A write ferry made: the keyed digests of the digest of what it wanted and of the
+/// resourceVersion the write made. A later object is taken for ferry's write only if both
+/// match: where one of them is the same, by a chance of 2^-64 for the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Written {
-    digest: Box<str>,
-    version: Box<str>,
+    digest: u64,
+    version: u64,
 }
 
 /// What is remembered of one key: held once per key, since a tenant's memory grows with its
@@ -62,6 +64,26 @@ impl Entry {
     }
 }
 
+/// Hashes an entry's id, already a keyed digest, as itself.
+#[derive(Default)]
+struct Id(u64);
+
+impl Hasher for Id {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u128(&mut self, id: u128) {
+        self.0 ^= id as u64;
+    }
+}
+
 /// How many times a copy is applied again after the patch removing dropped fields failed.
 pub const CLEANUP_TRIES: u32 = 3;
 
@@ -78,8 +100,10 @@ pub struct Ledger {
     /// the patch removing them failed: applied again whatever the copy looks like, a few
     /// times.
     pub stale: HashMap<(Key, usize), u32>,
-    entries: HashMap<Key, Entry>,
-    /// The key of the digests of `Seen`.
+    /// Entries by the keyed 128-bit digest of their key ([`Ledger::id`]): a key's two strings
+    /// are not held once more per object.
+    entries: HashMap<u128, Entry, BuildHasherDefault<Id>>,
+    /// The key of every digest here.
     keys: RandomState,
 }
 
@@ -88,19 +112,35 @@ impl Ledger {
     /// resourceVersion). When it did, `object` holds what ferry wrote even if the API server
     /// normalised it (pruned unknown fields, defaulted others), so no write loop can start.
     pub fn wrote(&self, key: &Key, part: Part, digest: &str, object: &Value) -> bool {
-        self.entries.get(key).is_some_and(|e| {
-            e.written
-                .iter()
-                .any(|(p, w)| *p == part && &*w.digest == digest && &*w.version == rv(object))
-        })
+        let wanted = self.written(digest, object);
+        self.entry(key)
+            .is_some_and(|e| e.written.iter().any(|(p, w)| *p == part && *w == wanted))
+    }
+
+    /// What is remembered of a write of `digest` that produced `object`.
+    fn written(&self, digest: &str, object: &Value) -> Written {
+        Written {
+            digest: self.keys.hash_one(digest),
+            version: self.keys.hash_one(rv(object)),
+        }
+    }
+
+    /// The id of `key`'s entry: two keyed digests of it, each with its own prefix (a
+    /// collision among n keys has a chance of about n² / 2^129, and a tenant cannot aim for
+    /// one without the process's key). The ledger is one tenant's: a collision could only mix
+    /// two of its own keys.
+    fn id(&self, key: &Key) -> u128 {
+        let half = |prefix: u8| self.keys.hash_one((prefix, key));
+        u128::from(half(1)) << 64 | u128::from(half(2))
+    }
+
+    fn entry(&self, key: &Key) -> Option<&Entry> {
+        self.entries.get(&self.id(key))
     }
 
     /// Records that writing `digest` as `part` of `key` produced `object`.
-    pub fn record_write(&mut self, key: &Key, part: Part, digest: String, object: &Value) {
-        let written = Written {
-            digest: digest.into(),
-            version: rv(object).into(),
-        };
+    pub fn record_write(&mut self, key: &Key, part: Part, digest: &str, object: &Value) {
+        let written = self.written(digest, object);
         self.update(key, |entry| {
             match entry.written.iter_mut().find(|(p, _)| *p == part) {
                 Some((_, w)) => *w = written,
@@ -115,8 +155,7 @@ impl Ledger {
     /// Whether a reconcile of `key` that sees `seen` can be skipped: the object is wanted (a
     /// delete is never skipped) and the last reconcile that found nothing to do saw the same.
     pub fn settled(&self, key: &Key, seen: &Seen) -> bool {
-        seen.wanted
-            && self.entries.get(key).and_then(|e| e.settled) == Some(self.keys.hash_one(seen))
+        seen.wanted && self.entry(key).and_then(|e| e.settled) == Some(self.keys.hash_one(seen))
     }
 
     /// Records that a reconcile of `key` that saw `seen` left nothing to do.
@@ -143,7 +182,7 @@ impl Ledger {
 
     /// Whether ferry keeps `key` in sync.
     pub fn synced(&self, key: &Key) -> bool {
-        self.entries.get(key).is_some_and(|e| e.synced)
+        self.entry(key).is_some_and(|e| e.synced)
     }
 
     /// Records whether ferry keeps `key` in sync; whether that changed.
@@ -165,34 +204,34 @@ impl Ledger {
     /// Whether `key`'s tenant object was held reduced under context count `context` with a
     /// translation whose `ferry.dev/applied` is `applied`.
     pub fn checked(&self, key: &Key, context: u64, applied: &str) -> bool {
-        self.entries.get(key).and_then(|e| e.checked)
-            == Some((context, self.keys.hash_one(applied)))
+        self.entry(key).and_then(|e| e.checked) == Some((context, self.keys.hash_one(applied)))
     }
 
     /// Forgets everything about `key` but its refusal and references (its object and every
     /// copy of it are gone).
     pub fn forget(&mut self, key: &Key) {
-        self.entries.remove(key);
+        self.entries.remove(&self.id(key));
         if !self.stale.is_empty() {
             self.stale.retain(|(k, _), _| k != key);
         }
     }
 
     /// Changes `key`'s entry (made only if the change leaves something to remember), dropped
-    /// once it remembers nothing. The key is cloned only for a new entry.
+    /// once it remembers nothing.
     fn update(&mut self, key: &Key, change: impl FnOnce(&mut Entry)) {
-        match self.entries.get_mut(key) {
+        let id = self.id(key);
+        match self.entries.get_mut(&id) {
             Some(entry) => {
                 change(entry);
                 if entry.is_empty() {
-                    self.entries.remove(key);
+                    self.entries.remove(&id);
                 }
             }
             None => {
                 let mut entry = Entry::default();
                 change(&mut entry);
                 if !entry.is_empty() {
-                    self.entries.insert(key.clone(), entry);
+                    self.entries.insert(id, entry);
                 }
             }
         }
@@ -238,5 +277,25 @@ mod tests {
         assert!(!ledger.checked(&key, 4, "d1") && !ledger.checked(&key, 3, "d2"));
         ledger.forget(&key);
         assert!(!ledger.synced(&key) && ledger.entries.is_empty());
+    }
+
+    #[test]
+    fn a_write_is_known_by_its_digest_and_version_and_its_key_alone() {
+        let mut ledger = Ledger::default();
+        let key = Key::new(&"t".into(), Kind::Resource(0), "ns", "a");
+        let other = key.sibling(Kind::Resource(0), "ns", "b");
+        let out = serde_json::json!({"metadata": {"resourceVersion": "7"}});
+        ledger.record_write(&key, Part::Status, "d1", &out);
+        assert!(ledger.wrote(&key, Part::Status, "d1", &out));
+        let later = serde_json::json!({"metadata": {"resourceVersion": "8"}});
+        assert!(!ledger.wrote(&key, Part::Status, "d1", &later));
+        assert!(!ledger.wrote(&key, Part::Status, "d2", &out));
+        assert!(!ledger.wrote(&key, Part::Object, "d1", &out));
+        assert!(!ledger.wrote(&other, Part::Status, "d1", &out));
+        ledger.record_write(&key, Part::Status, "d2", &later);
+        assert!(ledger.wrote(&key, Part::Status, "d2", &later));
+        assert!(!ledger.wrote(&key, Part::Status, "d1", &out));
+        ledger.forget(&key);
+        assert!(!ledger.wrote(&key, Part::Status, "d2", &later));
     }
 }

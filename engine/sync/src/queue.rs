@@ -54,6 +54,10 @@ struct TenantQueue {
     taken: Option<Due>,
 }
 
+/// How many slots a drained tenant queue keeps (see `TenantQueue::drained`), and so its
+/// failures once none is left, and the times of delayed keys once none waits.
+const DRAINED_KEPT: usize = 1024;
+
 /// How long a tenant that had a key taken counts as having work: a tenant creating now and
 /// then (one object every 100 ms) is not left alone with one that holds every share.
 pub const SHARING_WINDOW: Duration = Duration::from_secs(1);
@@ -71,6 +75,20 @@ impl TenantQueue {
             self.ready.push_back(key);
         } else {
             self.background.push_back(key);
+        }
+    }
+
+    /// Gives back the memory of a drained queue: a patrol queues every object of the tenant at
+    /// once, and the deques and the map would otherwise keep that size for good. When nothing
+    /// waits, whatever the deques still hold is stale.
+    fn drained(&mut self) {
+        if self.waiting.is_empty()
+            && self.waiting.capacity() + self.ready.capacity() + self.background.capacity()
+                > DRAINED_KEPT
+        {
+            self.ready = VecDeque::new();
+            self.background = VecDeque::new();
+            self.waiting = HashMap::new();
         }
     }
 
@@ -314,6 +332,10 @@ impl Queues {
     pub fn forget(&self, key: &Key) {
         if let Some(q) = self.lock().tenants.get_mut(&key.tenant) {
             q.failures.remove(key);
+            // A patrol while the tenant's API server was down failed every key.
+            if q.failures.is_empty() && q.failures.capacity() > DRAINED_KEPT {
+                q.failures = HashMap::new();
+            }
         }
     }
 
@@ -328,6 +350,9 @@ impl Queues {
             }
             let key = entry.remove();
             state.due.remove(&key);
+            if state.due.is_empty() && state.due.capacity() > DRAINED_KEPT {
+                state.due = HashMap::new();
+            }
             if self.push(state, key, true) {
                 queued += 1;
             }
@@ -385,6 +410,7 @@ impl Queues {
                             q.taken = Some(now);
                         }
                         let since = q.waiting.remove(&key).map_or_else(Instant::now, |(t, _)| t);
+                        q.drained();
                         q.processing.insert(key.clone());
                         let waiting = q.waiting.len();
                         state.cursor = (at + 1) % n;

@@ -1,7 +1,6 @@
 //! What a watcher feeds into a cache: discovery of the kind, then the list and the watch
 //! events, each object held as the cache holds it and its change reported.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +12,8 @@ use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-use super::{to_value, Cache, Held, OnChange, Phase, Served};
-use crate::object::{key_of, ObjKey};
+use super::{to_value, Cache, Objects, OnChange, Phase, Served};
+use crate::object::key_of;
 
 /// How long to wait before asking again whether a kind is served.
 const DISCOVERY_RETRY: Duration = Duration::from_secs(3);
@@ -74,10 +73,10 @@ pub async fn run(
         config = config.labels(labels);
     }
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: HashMap<ObjKey, Held> = HashMap::new();
+    let mut listing = Objects::default();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => listing.clear(),
+            Ok(Event::Init) => listing = Objects::default(),
             Ok(Event::InitApply(object)) => {
                 if let Some(value) = to_value(object, &resource) {
                     if let Some(key) = key_of(&value) {
@@ -87,7 +86,7 @@ pub async fn run(
                             let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
                             cache.hold(&objects, &key, &value)
                         };
-                        listing.insert(key, held);
+                        listing.insert(&key.0, &key.1, held);
                     }
                 }
             }
@@ -98,8 +97,8 @@ pub async fn run(
                     let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
                     let gone = objects
                         .iter()
-                        .filter(|(k, _)| !fresh.contains_key(*k))
-                        .filter_map(|(_, h)| cache.metadata_of(h))
+                        .filter(|(ns, name, _)| !fresh.contains(ns, name))
+                        .filter_map(|(ns, name, held)| cache.metadata_of(ns, name, held))
                         .collect();
                     *objects = fresh;
                     gone
@@ -146,10 +145,10 @@ pub(super) fn observe(
         if present {
             gone.remove(&key);
             let held = cache.hold(&objects, &key, &value);
-            objects.insert(key, held);
+            objects.insert(&key.0, &key.1, held);
         } else {
-            gone.insert(key.clone(), crate::object::uid(&value).to_string());
-            objects.remove(&key);
+            objects.remove(&key.0, &key.1);
+            gone.insert(key, crate::object::uid(&value).to_string());
         }
     }
     on_change(&value);

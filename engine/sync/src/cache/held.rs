@@ -193,8 +193,9 @@ fn feed(keys: &RandomState, hasher: &mut DefaultHasher, value: &Value) {
     }
 }
 
-/// `value` as compact JSON text, without its `apiVersion` and `kind` (the cache's own, set
-/// back by `Cache::decode`).
+/// `value` as compact JSON text, without its `apiVersion` and `kind` (the cache's own) and
+/// without its metadata's `name` and `namespace` (the cache's key): all set back by
+/// `Cache::decode`.
 pub(super) fn encode(value: &Value) -> Box<str> {
     let text = match value {
         Value::Object(fields) => serde_json::to_string(&Untyped(fields)),
@@ -203,19 +204,57 @@ pub(super) fn encode(value: &Value) -> Box<str> {
     text.unwrap_or_default().into()
 }
 
-/// An object's fields but `apiVersion` and `kind`, for [`encode`].
+/// An object's fields but `apiVersion` and `kind`, its metadata unplaced, for [`encode`].
 struct Untyped<'a>(&'a Map<String, Value>);
+
+/// Metadata but `name` and `namespace`, for [`encode`].
+struct Unplaced<'a>(&'a Map<String, Value>);
 
 impl serde::Serialize for Untyped<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
         for (k, v) in self.0 {
-            if k != "apiVersion" && k != "kind" {
+            match (k.as_str(), v) {
+                ("apiVersion" | "kind", _) => {}
+                ("metadata", Value::Object(meta)) => map.serialize_entry(k, &Unplaced(meta))?,
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for Unplaced<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (k, v) in self.0 {
+            if k != "name" && k != "namespace" {
                 map.serialize_entry(k, v)?;
             }
         }
         map.end()
+    }
+}
+
+/// Sets back what [`encode`] leaves out of an object's metadata: `name`, and `namespace`
+/// unless cluster-scoped, where a watch or an answer had them (metadata is read typed, its
+/// fields in alphabetical order): a transform sees the same object from the cache as from its
+/// API server.
+pub(super) fn place(value: &mut Value, namespace: &str, name: &str) {
+    let Some(Value::Object(meta)) = value.get_mut("metadata") else {
+        return;
+    };
+    for (field, text) in [("name", name), ("namespace", namespace)] {
+        if text.is_empty() {
+            continue;
+        }
+        let at = meta
+            .keys()
+            .position(|k| k.as_str() > field)
+            .unwrap_or(meta.len());
+        meta.shift_insert(at, field.into(), text.into());
     }
 }
 

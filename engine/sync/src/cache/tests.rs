@@ -76,21 +76,51 @@ fn a_later_version_from_the_watch_is_kept() {
 }
 
 #[test]
-fn objects_are_held_without_their_type_and_read_with_it() {
+fn objects_are_held_without_their_type_and_place_and_read_with_them() {
     let cache = Cache::new("test".into());
     let _ = cache.kind.set((json!("v1"), json!("ConfigMap")));
     observed(&cache, copy("u1", "5"), true);
+    let mut cluster_scoped = copy("u2", "6");
+    cluster_scoped["metadata"]["name"] = json!("c");
+    cluster_scoped["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    observed(&cache, cluster_scoped.clone(), true);
     let objects = cache.objects.read().unwrap();
-    let text = objects.values().next().unwrap().text().unwrap().to_string();
+    let texts: Vec<String> = objects
+        .iter()
+        .map(|(_, _, held)| held.text().unwrap().to_string())
+        .collect();
     drop(objects);
-    assert!(
-        !text.contains("apiVersion") && !text.contains("ConfigMap"),
-        "{text}"
-    );
+    for text in &texts {
+        assert!(
+            !text.contains("apiVersion") && !text.contains("ConfigMap"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("\"name\"") && !text.contains("\"namespace\""),
+            "{text}"
+        );
+    }
     let object = cache.get("n", "a").unwrap();
+    assert_eq!(*object, copy("u1", "5"));
+    // In the order a watch gives (typed metadata, alphabetical).
+    let order: Vec<&String> = object["metadata"].as_object().unwrap().keys().collect();
+    assert_eq!(order, ["name", "namespace", "resourceVersion", "uid"]);
+    assert_eq!(*cache.get("", "c").unwrap(), cluster_scoped);
+    let mut all: Vec<Value> = cache.values().iter().map(|v| (**v).clone()).collect();
+    all.sort_by_key(|v| v["metadata"]["name"].to_string());
+    assert_eq!(all, [copy("u1", "5"), cluster_scoped.clone()]);
+    let mut metadata = Vec::new();
+    cache.each_metadata(|m| metadata.push(m["metadata"].clone()));
+    metadata.sort_by_key(|m| m["name"].to_string());
     assert_eq!(
-        (&object["apiVersion"], &object["kind"]),
-        (&json!("v1"), &json!("ConfigMap"))
+        metadata,
+        [
+            copy("u1", "5")["metadata"].clone(),
+            cluster_scoped["metadata"].clone()
+        ]
     );
 }
 
@@ -109,7 +139,7 @@ fn a_parsed_cache_holds_small_objects_parsed_and_large_ones_as_text() {
     large["metadata"]["annotations"] = json!({"big": "x".repeat(PARSED_AT_MOST)});
     observed(&cache, large, true);
     let objects = cache.objects.read().unwrap();
-    assert!(objects.values().next().unwrap().text().is_some());
+    assert!(objects.iter().next().unwrap().2.text().is_some());
     drop(objects);
     assert_eq!(rv(&cache.get("n", "a").unwrap()), "9");
 }

@@ -72,6 +72,52 @@ async fn changes_go_before_a_resync() {
 }
 
 #[tokio::test]
+async fn a_drained_queue_gives_its_memory_back() {
+    let q = Queues::default();
+    q.add_tenant("a".into());
+    q.open("a");
+    let held = |q: &Queues| {
+        let state = q.lock();
+        let t = &state.tenants["a"];
+        t.ready.capacity() + t.background.capacity() + t.waiting.capacity()
+    };
+    for i in 0..3000 {
+        q.add_background(key("a", &format!("x{i}")));
+    }
+    // A change queued behind the patrol's keys, and one key added again while held.
+    q.add(key("a", "x7"));
+    let (first, _) = q.next().await.unwrap();
+    q.add(key("a", &first.name));
+    assert!(held(&q) > 3000);
+    let mut served = vec![first.name.clone()];
+    q.done(&first);
+    while q.depth("a") > 0 {
+        let (k, _) = q.next().await.unwrap();
+        q.done(&k);
+        served.push(k.name);
+    }
+    assert!(held(&q) <= DRAINED_KEPT, "kept {} slots", held(&q));
+    assert_eq!(
+        served.len(),
+        3001,
+        "every key served, the one added while held twice"
+    );
+    // Still a queue: later keys are served.
+    q.add(key("a", "later"));
+    assert_eq!(q.next().await.unwrap().0.name, "later");
+    // Every key failed (the tenant's API server was down during a patrol), then succeeded.
+    let failed: Vec<Key> = (0..3000).map(|i| key("a", &format!("f{i}"))).collect();
+    for k in &failed {
+        q.add_after(k.clone(), Duration::ZERO);
+        q.retry(k);
+    }
+    for k in &failed {
+        q.forget(k);
+    }
+    assert!(q.lock().tenants["a"].failures.capacity() <= DRAINED_KEPT);
+}
+
+#[tokio::test]
 async fn a_tenant_holds_at_most_its_share_of_workers() {
     let q = Queues::new(2, None);
     for t in ["hung", "b"] {

@@ -148,7 +148,7 @@ impl Reconciler<'_> {
     ) -> Outcome {
         self.tenant
             .ledger()
-            .record_write(key, Part::Copy, hash, &out);
+            .record_write(key, Part::Copy, &hash, &out);
         cache.remember(out);
         self.accepted(key);
         self.set_synced(key, true);

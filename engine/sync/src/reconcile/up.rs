@@ -102,7 +102,7 @@ impl Reconciler<'_> {
                         .await?
                 }
             };
-            self.tenant.ledger().record_write(key, part, hash, &out);
+            self.tenant.ledger().record_write(key, part, &hash, &out);
             self.tenant.caches[idx].remember(out);
         }
         Ok(wrote)
