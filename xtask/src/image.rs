@@ -50,7 +50,8 @@ pub fn run(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Makes sure the musl target and its C compiler are there (ring compiles C).
+/// Makes sure the musl target, its C compiler and make are there (ring compiles C; jemalloc
+/// compiles C with make).
 fn toolchain() -> Result<()> {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
@@ -65,18 +66,23 @@ fn toolchain() -> Result<()> {
             bail!("rustup target add {TARGET} failed");
         }
     }
-    let has_cc = Command::new("sh")
-        .args(["-c", "command -v musl-gcc"])
-        .output()?
-        .status
-        .success();
-    if !has_cc {
-        println!("== apt-get install musl-tools (musl-gcc, for ring's C code)");
-        let ok = Command::new("sh")
-            .args(["-c", "apt-get install -y -qq musl-tools >/dev/null || (apt-get update -qq && apt-get install -y -qq musl-tools)"])
-            .status()?;
+    for (tool, package, why) in [
+        ("musl-gcc", "musl-tools", "for ring's and jemalloc's C code"),
+        ("make", "make", "for jemalloc's build"),
+    ] {
+        let has = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()?
+            .status
+            .success();
+        if has {
+            continue;
+        }
+        println!("== apt-get install {package} ({tool}, {why})");
+        let install = format!("apt-get install -y -qq {package} >/dev/null || (apt-get update -qq && apt-get install -y -qq {package})");
+        let ok = Command::new("sh").args(["-c", &install]).status()?;
         if !ok.success() {
-            bail!("musl-gcc is missing and apt-get could not install musl-tools");
+            bail!("{tool} is missing and apt-get could not install {package}");
         }
     }
     Ok(())

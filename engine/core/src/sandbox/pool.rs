@@ -14,6 +14,10 @@ use serde::Serialize;
 use super::protocol::{self, Hook, Response, MAX_FRAME};
 use super::{Error, Result, Script};
 
+/// The allocator settings of a worker process: freed memory unmapped at once (see where a
+/// [`Pool`] spawns one).
+const WORKER_ALLOCATOR: &str = "retain:false,dirty_decay_ms:0,muzzy_decay_ms:0";
+
 /// Time a worker gets beyond `timeoutMs` before it is killed. The interpreter stops itself at
 /// `timeoutMs` between statements; this covers a native operation that cannot be interrupted.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
@@ -266,6 +270,11 @@ impl Pool {
         let mut child = Command::new(&self.command.program)
             .args(&self.command.args)
             .env_clear()
+            // The engine's allocator (jemalloc, `engine/cli/src/main.rs`) keeps freed address
+            // space mapped unless told otherwise. A worker's memory limit is set from its
+            // address space (`worker.rs`), so a worker gives back at once what a call freed:
+            // else each call could be allowed what earlier calls left mapped.
+            .env("_RJEM_MALLOC_CONF", WORKER_ALLOCATOR)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

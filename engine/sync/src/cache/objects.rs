@@ -81,6 +81,8 @@ impl Objects {
 
     /// Holds `held` at `namespace`/`name`, in place of what was there.
     pub fn insert(&mut self, namespace: &str, name: &str, held: Held) {
+        // An API server refuses a `/` in a namespace; one here would be split elsewhere.
+        debug_assert!(!namespace.contains('/'), "namespace {namespace:?}");
         match self.0.get_mut(&(namespace, name) as &dyn Place) {
             Some(slot) => *slot = held,
             None => {
