@@ -159,7 +159,7 @@ fn fail(e: &dyn std::fmt::Display) -> u8 {
 
 /// jemalloc, not the C library's allocator: against glibc's (the release build the benchmark
 /// runs), ferry's RSS grew 9% less per synced 2 KB object (16% less after a burst of 5,000
-/// creates, whose full texts glibc kept as holes between the reduced ones) and ferry spent
+/// creates) and ferry spent
 /// about 10% less CPU per synced object (`cargo xtask bench --sync`, both builds in turn on
 /// the same control planes; see ARCHITECTURE.md "jemalloc"). The image, static with musl,
 /// uses it too in place of musl's. mimalloc was faster still but doubled the growth per

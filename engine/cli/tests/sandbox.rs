@@ -6,39 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_core::sandbox::{CallContext, Error, Hook, Limits, Sandbox, Script, WorkerCommand};
+use ferry_core::sandbox::{CallContext, Hook, Limits, Sandbox};
 use serde_json::json;
 
-fn sandbox() -> Sandbox {
-    Sandbox::new(WorkerCommand {
-        program: env!("CARGO_BIN_EXE_ferry").into(),
-        args: vec!["__sandbox-worker".into()],
-    })
-}
-
-fn script(name: &str, source: &str, limits: Limits) -> Script {
-    use sha2::Digest;
-    Script {
-        name: name.into(),
-        file: format!("{name}.star"),
-        source: Arc::from(source),
-        digest: format!("{:x}", sha2::Sha256::digest(source.as_bytes())),
-        limits,
-    }
-}
-
-fn call(sandbox: &Sandbox, s: &Script) -> (Result<Option<serde_json::Value>, Error>, Duration) {
-    let learnt = BTreeMap::new();
-    let ctx = CallContext {
-        tenant: "team-a",
-        learnt: &learnt,
-        namespaces: &[],
-    };
-    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team-a-prod"}, "data": {}});
-    let start = Instant::now();
-    let result = sandbox.call(s, Hook::ToSuper, &object, &ctx);
-    (result, start.elapsed())
-}
+mod sandbox_support;
+use sandbox_support::{call, sandbox, script};
 
 const IDENTITY: &str = "def to_super(obj, ctx):\n    obj['data']['ok'] = ctx.super_namespace('prod')\n    return obj\n";
 

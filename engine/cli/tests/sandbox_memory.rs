@@ -3,11 +3,11 @@
 //! every later call would be allowed more. Alone in its test binary: its workers are the only
 //! children of this process.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use ferry_core::sandbox::{CallContext, Hook, Limits, Sandbox, Script, WorkerCommand};
+use ferry_core::sandbox::Limits;
 use serde_json::json;
+
+mod sandbox_support;
+use sandbox_support::{call, sandbox, script};
 
 /// The address space of every process this one started, in bytes.
 fn children_address_space() -> u64 {
@@ -34,38 +34,17 @@ fn children_address_space() -> u64 {
     total
 }
 
-fn script(source: &str, limits: Limits) -> Script {
-    use sha2::Digest;
-    Script {
-        name: "large".into(),
-        file: "large.star".into(),
-        source: Arc::from(source),
-        digest: format!("{:x}", sha2::Sha256::digest(source.as_bytes())),
-        limits,
-    }
-}
-
 #[test]
 fn a_worker_gives_back_the_address_space_of_a_large_call() {
-    let sandbox = Sandbox::new(WorkerCommand {
-        program: env!("CARGO_BIN_EXE_ferry").into(),
-        args: vec!["__sandbox-worker".into()],
-    });
+    let sandbox = sandbox();
     let limits = Limits {
         max_heap_bytes: 512 << 20,
         timeout_ms: 10_000,
         ..Limits::default()
     };
-    let learnt = BTreeMap::new();
-    let ctx = CallContext {
-        tenant: "team-a",
-        learnt: &learnt,
-        namespaces: &[],
-    };
-    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team-a-prod"}, "data": {}});
     let call = |source: &str| {
-        sandbox
-            .call(&script(source, limits), Hook::ToSuper, &object, &ctx)
+        call(&sandbox, &script("large", source, limits))
+            .0
             .expect("the call succeeds")
             .expect("to_super is defined")
     };

@@ -125,14 +125,17 @@ impl Cache {
             return false;
         };
         let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let same = objects.get(&key.0, &key.1).and_then(head).is_some_and(|h| {
+        let Some(held) = objects.get(&key.0, &key.1) else {
+            return false;
+        };
+        let same = head(held).is_some_and(|h| {
             h.metadata.uid == crate::object::uid(object)
                 && h.metadata.resource_version == rv(object)
         });
         if !same {
             return false;
         }
-        if objects.get(&key.0, &key.1).is_some_and(Held::checked) {
+        if held.checked() {
             return true;
         }
         match reducer.checked(object) {

@@ -58,6 +58,13 @@ struct TenantQueue {
 /// failures once none is left, and the times of delayed keys once none waits.
 const DRAINED_KEPT: usize = 1024;
 
+/// Gives back the memory of `map` once it is empty and holds over [`DRAINED_KEPT`] slots.
+fn give_back<K, V>(map: &mut HashMap<K, V>) {
+    if map.is_empty() && map.capacity() > DRAINED_KEPT {
+        *map = HashMap::new();
+    }
+}
+
 /// How long a tenant that had a key taken counts as having work: a tenant creating now and
 /// then (one object every 100 ms) is not left alone with one that holds every share.
 pub const SHARING_WINDOW: Duration = Duration::from_secs(1);
@@ -333,9 +340,7 @@ impl Queues {
         if let Some(q) = self.lock().tenants.get_mut(&key.tenant) {
             q.failures.remove(key);
             // A patrol while the tenant's API server was down failed every key.
-            if q.failures.is_empty() && q.failures.capacity() > DRAINED_KEPT {
-                q.failures = HashMap::new();
-            }
+            give_back(&mut q.failures);
         }
     }
 
@@ -350,9 +355,7 @@ impl Queues {
             }
             let key = entry.remove();
             state.due.remove(&key);
-            if state.due.is_empty() && state.due.capacity() > DRAINED_KEPT {
-                state.due = HashMap::new();
-            }
+            give_back(&mut state.due);
             if self.push(state, key, true) {
                 queued += 1;
             }

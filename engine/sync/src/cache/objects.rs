@@ -52,7 +52,7 @@ impl Hash for Placed {
 
 impl PartialEq for Placed {
     fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
+        self.place() == other.place()
     }
 }
 

@@ -43,16 +43,17 @@ impl Reconciler<'_> {
         // Whether a dependency is referenced: unknown while objects listed at start are still
         // to be reconciled. One nothing references yet may be theirs, so it waits (queued
         // again once they are), its copies not even read; gone from the tenant, its copies go.
-        let referenced = match resource
-            .dependency
-            .then(|| deps::referenced(self.tenant, key))
-        {
-            None => false,
-            Some(Some(referenced)) => referenced,
-            Some(None) if tenant_cache.contains(&key.namespace, &key.name) => {
+        let referenced = if resource.dependency {
+            deps::referenced(self.tenant, key)
+        } else {
+            Some(false)
+        };
+        let referenced = match referenced {
+            Some(referenced) => referenced,
+            None if tenant_cache.contains(&key.namespace, &key.name) => {
                 return Ok(Outcome::default());
             }
-            Some(None) => false,
+            None => false,
         };
         // ferry's copy in each super, if any. A checked copy is reduced to what flows up: it
         // held what ferry applies, and nothing but what flows up has changed since.
