@@ -21,11 +21,13 @@ use crate::object::{key_of, rv, ObjKey};
 mod feed;
 mod held;
 mod objects;
+mod wire;
 
 pub use feed::run;
 pub use held::Reduce;
 use held::{Held, Reducer};
 use objects::Objects;
+pub(crate) use wire::Wire;
 
 /// Called with every object that appeared, changed or went away: the object, or after a list
 /// only its metadata (`{"metadata": …}`), which is what routes a change to its key.

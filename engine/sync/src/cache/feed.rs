@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-use super::{to_value, Cache, Objects, OnChange, Phase, Served};
+use super::{Cache, Objects, OnChange, Phase, Served, Wire};
 use crate::object::key_of;
 
 /// How long to wait before asking again whether a kind is served.
@@ -67,7 +67,8 @@ pub async fn run(
         Value::String(resource.kind.clone()),
     ));
     *cache.served.write().unwrap_or_else(|e| e.into_inner()) = Some(served);
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    // Parsed as sent, not through typed metadata (`wire.rs`).
+    let api: Api<Wire> = Api::all_with(client, &resource);
     let mut config = watcher::Config::default();
     if let Some(labels) = &labels {
         config = config.labels(labels);
@@ -78,16 +79,15 @@ pub async fn run(
         match event {
             Ok(Event::Init) => listing = Objects::default(),
             Ok(Event::InitApply(object)) => {
-                if let Some(value) = to_value(object, &resource) {
-                    if let Some(key) = key_of(&value) {
-                        // A copy checked before the relist stays checked if only what flows
-                        // up changed.
-                        let held = {
-                            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                            cache.hold(&objects, &key, &value)
-                        };
-                        listing.insert(&key.0, &key.1, held);
-                    }
+                let value = object.into_value(&resource);
+                if let Some(key) = key_of(&value) {
+                    // A copy checked before the relist stays checked if only what flows up
+                    // changed.
+                    let held = {
+                        let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                        cache.hold(&objects, &key, &value)
+                    };
+                    listing.insert(&key.0, &key.1, held);
                 }
             }
             Ok(Event::InitDone) => {
@@ -130,12 +130,10 @@ pub(super) fn observe(
     cache: &Cache,
     resource: &ApiResource,
     on_change: &OnChange,
-    object: DynamicObject,
+    object: Wire,
     present: bool,
 ) {
-    let Some(value) = to_value(object, resource) else {
-        return;
-    };
+    let value = object.into_value(resource);
     let Some(key) = key_of(&value) else {
         return;
     };

@@ -12,7 +12,7 @@ fn copy(uid: &str, version: &str) -> Value {
 
 fn observed(cache: &Cache, object: Value, present: bool) {
     let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    let object: Wire = serde_json::from_str(&object.to_string()).unwrap();
     let on_change: OnChange = Arc::new(|_| {});
     observe(cache, &resource, &on_change, object, present);
 }
@@ -145,7 +145,7 @@ fn a_parsed_cache_holds_small_objects_parsed_and_large_ones_as_text() {
 }
 
 #[test]
-fn a_watched_object_is_the_value_its_serialization_gives() {
+fn a_watched_object_is_the_value_its_serialization_gives_and_as_sent_the_same() {
     let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let fields = json!([
         {"manager": "ferry", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}},
@@ -166,7 +166,11 @@ fn a_watched_object_is_the_value_its_serialization_gives() {
     for (labels, managed) in cases {
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "namespace": "n", "uid": "u", "resourceVersion": "7",
-                "annotations": {"k": "v"}},
+                "generateName": null, "creationTimestamp": "2026-12-02T01:02:03Z",
+                "newerField": {"a": 1},
+                "annotations": {"k": "v"},
+                "ownerReferences": [{"kind": "K", "name": "o", "uid": "ou", "controller": true,
+                    "apiVersion": "v1", "blockOwnerDeletion": null, "newer": 1}]},
             "data": {"a": "1"}, "binaryData": {}});
         if let Some(labels) = labels {
             object["metadata"]["labels"] = labels;
@@ -174,19 +178,40 @@ fn a_watched_object_is_the_value_its_serialization_gives() {
         if let Some(managed) = managed {
             object["metadata"]["managedFields"] = managed;
         }
-        let dynamic: DynamicObject = serde_json::from_value(object).unwrap();
+        let dynamic: DynamicObject = serde_json::from_value(object.clone()).unwrap();
         let Value::Object(whole) = serde_json::to_value(dynamic.clone()).unwrap() else {
             panic!("an object");
         };
         let expected = Value::Object(normalise(whole, &resource));
+        // Parsed as sent (a watch, a list): the same value, its keys in the same order.
+        let wire: Wire = serde_json::from_str(&object.to_string()).unwrap();
+        assert_eq!(wire.into_value(&resource).to_string(), expected.to_string());
         assert_eq!(to_value(dynamic, &resource).unwrap(), expected);
     }
+    // A list item of a built-in kind comes without its type.
+    let item = r#"{"metadata": {"name": "a", "resourceVersion": "3"}, "data": {}}"#;
+    let wire: Wire = serde_json::from_str(item).unwrap();
+    assert_eq!(
+        kube::ResourceExt::resource_version(&wire).as_deref(),
+        Some("3")
+    );
+    assert_eq!(
+        wire.into_value(&resource),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "3"}, "data": {}})
+    );
     let claimed: DynamicObject =
         serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "a", "labels": {"ferry.dev/tenant": "t"}, "managedFields": fields}}))
         .unwrap();
+    let managers = json!([{"manager": "ferry"}, {"manager": "kubectl"}, {"manager": null}]);
     assert_eq!(
-        to_value(claimed, &resource).unwrap()["metadata"]["managedFields"],
-        json!([{"manager": "ferry"}, {"manager": "kubectl"}, {"manager": null}])
+        to_value(claimed.clone(), &resource).unwrap()["metadata"]["managedFields"],
+        managers
+    );
+    let wire: Wire = serde_json::from_str(&serde_json::to_string(&claimed).unwrap()).unwrap();
+    assert_eq!(
+        wire.into_value(&resource)["metadata"]["managedFields"],
+        managers
     );
 }

@@ -1,0 +1,290 @@
+//! Objects as a watch or a list sends them, parsed straight into the JSON a cache holds: the
+//! metadata stays JSON (not decoded into typed metadata and written out again), and of
+//! `managedFields` only each entry's manager is read; their field sets, often the size of the
+//! object again, are skipped unparsed.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+use kube::core::{DynamicResourceScope, Resource};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{managers_of, normalise};
+
+/// The fields of typed metadata (`ObjectMeta`), which keeps no other (`managedFields` apart):
+/// an API server newer than ferry's types may send more, and the watch and the answers to
+/// ferry's writes (read as typed objects) must give the same metadata.
+const METADATA: &[&str] = &[
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
+/// The fields of a typed owner reference.
+const OWNER_REFERENCE: &[&str] = &[
+    "apiVersion",
+    "blockOwnerDeletion",
+    "controller",
+    "kind",
+    "name",
+    "uid",
+];
+
+/// One object as the API server sent it, but for `managedFields`.
+#[derive(Clone, Debug, Default)]
+pub struct Wire {
+    /// Its resourceVersion alone: what the watcher reads of an object.
+    meta: ObjectMeta,
+    /// `metadata` without `managedFields`.
+    metadata: Map<String, Value>,
+    /// The other fields, in the order sent.
+    rest: Map<String, Value>,
+    /// The manager of each `managedFields` entry (null where an entry names none).
+    managers: Option<Vec<Value>>,
+}
+
+impl Wire {
+    /// The object as `cache::to_value` gives it from a `DynamicObject`: type first (set from
+    /// `resource`; list items of built-in kinds come without it), metadata as typed metadata
+    /// writes it (its fields alone, by key, nulls left out), then the rest as sent, and
+    /// `managedFields` reduced to the managers on objects labelled `ferry.dev/tenant`,
+    /// dropped elsewhere.
+    pub fn into_value(self, resource: &ApiResource) -> Value {
+        let Wire {
+            mut metadata,
+            rest,
+            managers,
+            ..
+        } = self;
+        metadata.retain(|k, v| !v.is_null() && METADATA.contains(&k.as_str()));
+        metadata.sort_keys();
+        if let Some(Value::Array(owners)) = metadata.get_mut("ownerReferences") {
+            for owner in owners.iter_mut().filter_map(Value::as_object_mut) {
+                owner.retain(|k, v| !v.is_null() && OWNER_REFERENCE.contains(&k.as_str()));
+                owner.sort_keys();
+            }
+        }
+        let claims = metadata
+            .get("labels")
+            .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
+            .is_some();
+        let mut fields = Map::with_capacity(rest.len() + 1);
+        fields.insert("metadata".into(), Value::Object(metadata));
+        fields.extend(rest);
+        let mut out = normalise(fields, resource);
+        if let (true, Some(managers), Some(Value::Object(meta))) =
+            (claims, managers, out.get_mut("metadata"))
+        {
+            meta.insert("managedFields".into(), managers_of(managers.into_iter()));
+        }
+        Value::Object(out)
+    }
+}
+
+impl Resource for Wire {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl<'de> Deserialize<'de> for Wire {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(Object)
+    }
+}
+
+/// The object's fields, `metadata` apart.
+struct Object;
+
+impl<'de> Visitor<'de> for Object {
+    type Value = Wire;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
+        let mut wire = Wire::default();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "metadata" {
+                let (metadata, managers) = map.next_value_seed(Metadata)?;
+                wire.meta.resource_version = metadata
+                    .get("resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                wire.metadata = metadata;
+                wire.managers = managers;
+            } else {
+                let value = map.next_value::<Value>()?;
+                wire.rest.insert(key, value);
+            }
+        }
+        Ok(wire)
+    }
+}
+
+/// `metadata`, with the managers of `managedFields` apart.
+struct Metadata;
+
+impl<'de> DeserializeSeed<'de> for Metadata {
+    type Value = (Map<String, Value>, Option<Vec<Value>>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Metadata {
+    type Value = (Map<String, Value>, Option<Vec<Value>>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut metadata = Map::new();
+        let mut managers = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "managedFields" {
+                managers = map.next_value_seed(Managers)?;
+            } else {
+                let value = map.next_value::<Value>()?;
+                metadata.insert(key, value);
+            }
+        }
+        Ok((metadata, managers))
+    }
+}
+
+/// `managedFields`: each entry's manager, the rest skipped.
+struct Managers;
+
+impl<'de> DeserializeSeed<'de> for Managers {
+    type Value = Option<Vec<Value>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Managers {
+    type Value = Option<Vec<Value>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of managedFields entries")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut managers = Vec::new();
+        while let Some(manager) = seq.next_element_seed(Manager)? {
+            managers.push(manager);
+        }
+        Ok(Some(managers))
+    }
+}
+
+/// One `managedFields` entry: its manager (null when it names none).
+struct Manager;
+
+impl<'de> DeserializeSeed<'de> for Manager {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Manager {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a managedFields entry")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut manager = Value::Null;
+        while let Some(is_manager) = map.next_key_seed(Named("manager"))? {
+            if is_manager {
+                manager = map
+                    .next_value::<Option<String>>()?
+                    .map_or(Value::Null, Value::String);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(manager)
+    }
+}
+
+/// Whether a key is this one, read without building it.
+struct Named(&'static str);
+
+impl<'de> DeserializeSeed<'de> for Named {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl Visitor<'_> for Named {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
+        Ok(key == self.0)
+    }
+}
