@@ -158,11 +158,13 @@ impl Writer {
         }
     }
 
-    /// `result` as it is, noting whether the cluster answered at all.
+    /// `result` as it is, noting whether the cluster answered at all. An answer that cannot
+    /// be read (an object nested past the parser's limit, say) is an answer: that request
+    /// fails, and the cluster's other requests go on.
     fn answered<T>(&self, result: kube::Result<T>) -> kube::Result<T> {
         let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
         match &result {
-            Err(kube::Error::Api(_)) | Ok(_) => {
+            Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_) => {
                 if !matches!(*reach, Reach::Answering) {
                     tracing::info!(cluster = %self.cluster, "answering again");
                 }

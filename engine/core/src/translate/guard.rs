@@ -57,6 +57,14 @@ pub trait Published: Sync {
     }
 }
 
+/// How deep an object ferry writes may nest maps and lists (the object itself is the first
+/// level). Readers stop at 128 levels (serde_json's limit, ferry's own), and a written
+/// object is read again deeper than it is written: as a list item (two levels more) and in
+/// its `managedFields`, whose field sets repeat every path three levels down. A copy deep
+/// enough to fail there would break the list of its kind for every tenant in the super
+/// cluster, so it is refused before it is written.
+pub const MAX_DEPTH: usize = 64;
+
 /// Metadata keys a super copy may carry: everything else is set by the API server.
 const DOWN_METADATA: &[&str] = &["name", "namespace", "labels", "annotations"];
 
@@ -293,6 +301,7 @@ impl<'a> Guard<'a> {
             }
             self.shape(node, value, path)?;
         }
+        nested(value, path)?;
         match value {
             Value::Object(map) => {
                 if let Some(node) = node {
@@ -424,6 +433,17 @@ impl<'a> Guard<'a> {
 
 /// Kubernetes (Go) holds numbers as 64-bit integers or floats; with arbitrary precision a
 /// 30-digit integer is neither, and would print differently as YAML and as JSON.
+/// Refuses a map or list below [`MAX_DEPTH`] levels at `path` (the object is level 1).
+fn nested(value: &Value, path: &Path<'_>) -> Result<()> {
+    if !matches!(value, Value::Object(_) | Value::Array(_)) || path.depth() < MAX_DEPTH {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::Invalid,
+        format!("{path}: nested deeper than {MAX_DEPTH} levels of maps and lists (ferry writes objects at most {MAX_DEPTH} deep, so that a copy stays readable in a list and in its managedFields)"),
+    ))
+}
+
 fn number(n: &Number, path: &Path<'_>) -> Result<()> {
     if n.is_i64() || n.is_u64() || (n.is_f64() && n.as_f64().is_some_and(f64::is_finite)) {
         return Ok(());

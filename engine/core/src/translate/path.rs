@@ -26,6 +26,17 @@ impl<'a> Path<'a> {
         Path::Index(self, index)
     }
 
+    /// How many keys and indexes lead here from the object (the root's is 0).
+    pub fn depth(&self) -> usize {
+        let mut depth = 0;
+        let mut at = self;
+        while let Path::Key(parent, _) | Path::Index(parent, _) = at {
+            depth += 1;
+            at = parent;
+        }
+        depth
+    }
+
     /// The parent of this path (the root's parent is the root).
     pub fn parent(&self) -> Path<'a> {
         match self {

@@ -163,9 +163,32 @@ fn ours(ns: &str) -> bool {
             && ns.strip_prefix("team-a-").is_some_and(|r| !r.is_empty()))
 }
 
+/// How many levels of maps and lists `v` nests (a map of scalars is 1).
+fn levels(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => 1 + m.values().map(levels).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(levels).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `leaf` inside `depth` maps and lists, alternately (by the bits of `lists`).
+fn nest(depth: usize, lists: u64, leaf: Value) -> Value {
+    (0..depth).fold(leaf, |inner, i| {
+        if lists >> (i % 64) & 1 == 1 {
+            json!([inner])
+        } else {
+            json!({ "x": inner })
+        }
+    })
+}
+
 /// What the guard promises of a written super object, checked by path.
 fn violations(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    if levels(obj) > super::MAX_DEPTH {
+        out.push(format!("nested {} levels", levels(obj)));
+    }
     let meta = &obj["metadata"];
     for key in meta.as_object().into_iter().flat_map(|m| m.keys()) {
         if !["name", "namespace", "labels", "annotations"].contains(&key.as_str()) {
@@ -399,6 +422,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Maps and lists nested around ferry's limit, in a tenant object, a transform's output
+    /// and what flows up: written only within the limit, refused with the path past it.
+    #[test]
+    fn objects_nested_past_the_limit_are_refused(
+        depth in 55usize..75,
+        lists in any::<u64>(),
+        leaf in prop_oneof![Just(json!(1)), Just(json!({})), Just(json!("ferry.dev/x"))],
+    ) {
+        let policy = policy();
+        let names = names();
+        let resource = policy.resource("example.com", "Widget").unwrap();
+        let translator = Translator::new(&policy, None);
+        let inner = nest(depth, lists, leaf);
+        let tenant = widget("w", "prod", json!({}), json!({"free": inner.clone()}));
+        let written = levels(&tenant) <= super::MAX_DEPTH;
+        match translator.to_super(tenant.clone(), &names, false) {
+            Ok(t) => {
+                prop_assert!(written, "written {} levels deep", levels(&t.object));
+                let v = violations(&t.object);
+                prop_assert!(v.is_empty(), "{v:?}");
+            }
+            Err(e) => prop_assert!(!written, "refused within the limit: {}", e.message),
+        }
+        let mut out = translator.to_super(widget("w", "prod", json!({}), json!({})), &names, false).unwrap().object;
+        out["spec"]["free"] = inner.clone();
+        let mut guard = Guard::new(&policy, &names, None, true, false);
+        match guard.down(resource, &out) {
+            Ok(()) => prop_assert!(violations(&out).is_empty(), "accepted {} levels", levels(&out)),
+            Err(e) => prop_assert!(!violations(&out).is_empty(), "refused: {}", e.message),
+        }
+        let up = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "prod"}, "status": {"free": inner}});
+        let result = guard.up(resource, &up);
+        prop_assert_eq!(result.is_ok(), levels(&up) <= super::MAX_DEPTH, "up, {} levels", levels(&up));
+        if let Err(e) = result {
+            prop_assert!(e.message.contains("status.free"), "{}", e.message);
+        }
+    }
+}
+
 #[test]
 fn the_oracle_sees_what_the_guard_must_refuse() {
     // The oracle is the test's measure: it must flag each class of attack.
@@ -412,4 +478,13 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
     assert!(v.iter().any(|v| v.contains("kube-system")), "{v:?}");
     assert!(v.iter().any(|v| v.contains("forged key")), "{v:?}");
     assert!(v.iter().any(|v| v.contains("gadget")), "{v:?}");
+    let deep = widget(
+        "w",
+        "prod",
+        json!({}),
+        json!({"free": nest(63, 0, json!(1))}),
+    );
+    assert!(violations(&deep)
+        .iter()
+        .any(|v| v.contains("nested 65 levels")));
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{number, shown, string_map, Guard, DOWN_METADATA};
+use super::{nested, number, shown, string_map, Guard, DOWN_METADATA};
 use crate::naming::dns_label_problem;
 use crate::policy::Resource;
 use crate::schema::{Node, Rule};
@@ -99,8 +99,9 @@ impl Guard<'_> {
     }
 }
 
-/// Every number in `value`.
+/// Every number in `value`, and its depth.
 fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
+    nested(value, path)?;
     match value {
         Value::Number(n) => number(n, path),
         Value::Array(items) => items
