@@ -12,11 +12,13 @@
 //!   create (from `/proc/<pid>/stat`); beside them, the super's CPU per direct create of ferry's
 //!   exact copy (its bytes, without ferry watching), which splits the super's extra cost into
 //!   what the copy's required metadata costs and what the rest (ferry's watch) does;
+//! - what bounds the throughput ratio: how busy the super's core was in the direct rounds,
+//!   and so the ratio its CPU allows a synced create (super and ferry share that core);
 //! - memory: growth of ferry's resident memory per synced object;
 //! - fairness: a quiet tenant's p99 create-to-super latency while another creates 5,000 objects
 //!   as fast as it can, over the same on an idle engine; beside it the same without ferry (a
 //!   quiet client's direct creates while a noisy one writes with as many in flight as ferry
-//!   lets a tenant hold then), what the super API server on its core gives by itself;
+//!   lets a tenant hold then, and one), what the super API server on its core gives by itself;
 //! - restart with 100,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes, and the
 //!   time until converged over the time a plain client takes to LIST both sides.
 //!
@@ -42,6 +44,7 @@ mod load;
 mod restart;
 
 use cost::Cost;
+use ferry_sync::workers::SHARING;
 use load::*;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -107,8 +110,10 @@ async fn main() -> Result<()> {
         println!("fairness: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
         settle(&ferry).await?;
         after(&ferry, "fairness");
-        let (idle, loaded) = fairness_direct(s).await?;
-        println!("fairness without ferry: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
+        for in_flight in [SHARING, 1] {
+            let (idle, loaded) = fairness_direct(s, in_flight).await?;
+            println!("fairness without ferry, {in_flight} in flight: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
+        }
         return Ok(());
     }
     if only == "restart" {
@@ -146,12 +151,15 @@ async fn main() -> Result<()> {
     let template = exact_copy_template(a, s).await?;
     let (mut direct, mut copies, mut synced) = (Vec::new(), Vec::new(), Vec::new());
     let mut direct_cost = Cost::default();
+    let mut direct_busy = Vec::new();
     let (mut copy_cost, mut synced_cost) = (Cost::default(), Cost::default());
     let mut last_synced_ns = String::new();
     for round in 0..ROUNDS {
         let ns = fresh_namespace(s, "bench-direct").await?;
         let before = cost().await?;
-        direct.push(throughput((s, &ns), (s, &ns), database).await?);
+        let (rate, busy) = throughput_and_busy((s, &ns), (s, &ns), database, &super_pids).await?;
+        direct.push(rate);
+        direct_busy.push(busy);
         direct_cost.add(cost().await?.since(before));
         let ns = fresh_namespace(s, "bench-copy").await?;
         let before = cost().await?;
@@ -176,6 +184,14 @@ async fn main() -> Result<()> {
     let super_cpu_ratio = synced_cost.super_cpu / direct_cost.super_cpu;
     let ferry_cpu_ratio = synced_cost.ferry_cpu / direct_cost.super_cpu;
     let copy_cpu_ratio = copy_cost.super_cpu / direct_cost.super_cpu;
+    // What the throughput ratio can reach on this layout, where the super API server, its
+    // etcd and ferry share one core: a synced create costs that core (super + ferry)
+    // `super_cpu_ratio + ferry_cpu_ratio` of a direct create, and the direct rounds already
+    // kept it `busy` (the median round's).
+    let busy = median(&direct_busy);
+    let core_ratio = super_cpu_ratio + ferry_cpu_ratio;
+    let throughput_bound = 1.0 / (busy * core_ratio);
+    println!("throughput bound: the super's core was {:.0}% busy in the direct rounds; a synced create costs it {core_ratio:.2}x a direct create (super + ferry), so synced over direct can reach {throughput_bound:.2} at most (at the CPU targets, 1.1 + 0.3: {:.2})", busy * 100.0, 1.0 / (busy * 1.4));
     let before = cost().await?;
     let super_ns = format!("team-a-{last_synced_ns}");
     update_all(a, &last_synced_ns, s, &super_ns).await?;
@@ -203,10 +219,12 @@ async fn main() -> Result<()> {
     settle(&ferry).await?;
     after(&ferry, "fairness");
     let fairness_ratio = quiet_loaded / quiet_idle;
-    let (direct_idle, direct_loaded) = fairness_direct(s).await?;
+    let (direct_idle, direct_loaded) = fairness_direct(s, SHARING).await?;
     let fairness_direct_ratio = direct_loaded / direct_idle;
+    let (single_idle, single_loaded) = fairness_direct(s, 1).await?;
+    let fairness_single_ratio = single_loaded / single_idle;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");
-    println!("fairness without ferry: a quiet client's p99 direct create {direct_loaded:.1} ms while another writes {NOISY_OBJECTS} with {} in flight, {direct_idle:.1} ms idle: {fairness_direct_ratio:.2}x (the super API server's own)", ferry_sync::workers::SHARING);
+    println!("fairness without ferry: a quiet client's p99 direct create {direct_loaded:.1} ms while another writes {NOISY_OBJECTS} with {SHARING} in flight, {direct_idle:.1} ms idle: {fairness_direct_ratio:.2}x (the super API server's own); with 1 in flight {single_loaded:.1} ms, {single_idle:.1} ms idle: {fairness_single_ratio:.2}x");
     // Every synced object is now in both of ferry's caches (tenant and super): settled after
     // fairness.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -261,8 +279,12 @@ async fn main() -> Result<()> {
         "restart": restarted,
         "exact_copy_super_cpu_ratio": copy_cpu_ratio,
         "direct_copy_creates_per_second": median(&copies),
+        "direct_super_core_busy": busy,
+        "sync_throughput_bound": throughput_bound,
         "fairness_direct_ratio": fairness_direct_ratio,
-        "fairness_direct_quiet_p99_ms": {"idle": direct_idle, "loaded": direct_loaded, "in_flight": ferry_sync::workers::SHARING},
+        "fairness_direct_quiet_p99_ms": {"idle": direct_idle, "loaded": direct_loaded, "in_flight": SHARING},
+        "fairness_direct_single_ratio": fairness_single_ratio,
+        "fairness_direct_single_quiet_p99_ms": {"idle": single_idle, "loaded": single_loaded, "in_flight": 1},
         "tenants_50": {"tenants": TENANTS, "ready_seconds": ready_50, "idle_rss_bytes_per_tenant": rss_per_tenant},
         "targets": {"tenants_50": "ready <= 10 s, idle RSS per tenant <= 2 MB (reported)", "fairness_ratio": "<= 2", "super_requests_per_create": "1.0", "super_requests_per_update": "1.0", "super_cpu_ratio": "<= 1.1", "ferry_cpu_ratio": "<= 0.3", "sync_throughput_ratio": ">= 0.9", "added_latency_p99_ms": "<= 10", "rss_growth_bytes_per_synced_object": "<= 2048", "restart": "0 writes, list_ratio <= 1.5"},
     });

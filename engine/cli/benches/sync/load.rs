@@ -147,16 +147,35 @@ pub async fn burst_of(
 /// Objects per second from `client`'s creates of `object`s to `watched`'s watch seeing them
 /// all.
 pub async fn throughput(
+    from: (&Client, &str),
+    watched: (&Client, &str),
+    object: impl Fn(&str) -> DynamicObject,
+) -> Result<f64> {
+    Ok(throughput_and_busy(from, watched, object, &[]).await?.0)
+}
+
+/// The same, and the CPU seconds processes `pids` used per second meanwhile (from the first
+/// create to the last one seen): how busy they kept their core.
+pub async fn throughput_and_busy(
     (client, ns): (&Client, &str),
     (watched, watched_ns): (&Client, &str),
     object: impl Fn(&str) -> DynamicObject,
-) -> Result<f64> {
+    pids: &[u32],
+) -> Result<(f64, f64)> {
     let (seen, task) = watch(watched, watched_ns);
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu = || {
+        pids.iter()
+            .map(|p| crate::cost::cpu_seconds(*p))
+            .sum::<f64>()
+    };
+    let before = cpu();
     let start = burst_of(client, ns, (PER_ROUND, CONCURRENCY), object).await?;
     let end = wait_all(&seen, PER_ROUND).await?;
+    let seconds = end.duration_since(start).as_secs_f64();
+    let busy = (cpu() - before) / seconds;
     task.abort();
-    Ok(PER_ROUND as f64 / end.duration_since(start).as_secs_f64())
+    Ok((PER_ROUND as f64 / seconds, busy))
 }
 
 /// Create → visible latencies (ms) of `LATENCY_OBJECTS` created at `RATE_PER_SECOND`.
@@ -305,16 +324,17 @@ pub async fn fairness(a: &Client, b: &Client, s: &Client) -> Result<(f64, f64)> 
 }
 
 /// The same on the super API server alone, without ferry: a quiet client's p99 create-to-
-/// visible latency idle, and while a noisy client creates `NOISY_OBJECTS` with as many writes
-/// in flight as ferry lets a tenant hold while another has work (`SHARING`). What one core's
-/// API server gives a quiet writer beside a busy one; ferry's ratio is read against it.
-pub async fn fairness_direct(s: &Client) -> Result<(f64, f64)> {
+/// visible latency idle, and while a noisy client creates `NOISY_OBJECTS` with `in_flight`
+/// writes at once (as many as ferry lets a tenant hold while another has work, `SHARING`, and
+/// one). What one core's API server gives a quiet writer beside a busy one; ferry's ratio is
+/// read against it.
+pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)> {
     let quiet = || async {
         let ns = fresh_namespace(s, "bench-quiet").await?;
         let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
         anyhow::Ok(percentile(ms, 0.99))
     };
-    quiet_while(quiet, s, ferry_sync::workers::SHARING).await
+    quiet_while(quiet, s, in_flight).await
 }
 
 /// The quiet tenant's creates and their rate.
