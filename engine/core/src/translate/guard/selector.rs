@@ -13,6 +13,7 @@ impl Guard<'_> {
     /// The `matchLabels` of a scoped selector: its values are strings, and the only
     /// ferry.dev/ key is the tenant label (checked by [`Guard::selector`]).
     pub(super) fn walk_scoped_labels(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        super::nested(value, path, self.blame)?;
         if let Value::Object(labels) = value {
             for (k, v) in labels {
                 if k.starts_with(RESERVED_PREFIX) && k != LABEL_TENANT {

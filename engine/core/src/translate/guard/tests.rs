@@ -186,7 +186,7 @@ fn nest(depth: usize, lists: u64, leaf: Value) -> Value {
 /// What the guard promises of a written super object, checked by path.
 fn violations(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    if levels(obj) > super::MAX_DEPTH {
+    if levels(obj) > super::values::MAX_DEPTH {
         out.push(format!("nested {} levels", levels(obj)));
     }
     let meta = &obj["metadata"];
@@ -439,14 +439,17 @@ proptest! {
         let translator = Translator::new(&policy, None);
         let inner = nest(depth, lists, leaf);
         let tenant = widget("w", "prod", json!({}), json!({"free": inner.clone()}));
-        let written = levels(&tenant) <= super::MAX_DEPTH;
+        let written = levels(&tenant) <= super::values::MAX_DEPTH;
         match translator.to_super(tenant.clone(), &names, false) {
             Ok(t) => {
                 prop_assert!(written, "written {} levels deep", levels(&t.object));
                 let v = violations(&t.object);
                 prop_assert!(v.is_empty(), "{v:?}");
             }
-            Err(e) => prop_assert!(!written, "refused within the limit: {}", e.message),
+            Err(e) => {
+                prop_assert!(!written, "refused within the limit: {}", e.message);
+                prop_assert!(e.message.contains("spec.free") && e.message.contains("nested deeper"), "{}", e.message);
+            }
         }
         let mut out = translator.to_super(widget("w", "prod", json!({}), json!({})), &names, false).unwrap().object;
         out["spec"]["free"] = inner.clone();
@@ -458,7 +461,7 @@ proptest! {
         let up = json!({"apiVersion": "example.com/v1", "kind": "Widget",
             "metadata": {"name": "w", "namespace": "prod"}, "status": {"free": inner}});
         let result = guard.up(resource, &up);
-        prop_assert_eq!(result.is_ok(), levels(&up) <= super::MAX_DEPTH, "up, {} levels", levels(&up));
+        prop_assert_eq!(result.is_ok(), levels(&up) <= super::values::MAX_DEPTH, "up, {} levels", levels(&up));
         if let Err(e) = result {
             prop_assert!(e.message.contains("status.free"), "{}", e.message);
         }

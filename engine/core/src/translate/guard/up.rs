@@ -8,6 +8,7 @@ use crate::naming::dns_label_problem;
 use crate::policy::Resource;
 use crate::schema::{Node, Rule};
 use crate::translate::path::Path;
+use crate::translate::Reason;
 use crate::translate::{
     Result, ANN_PRODUCED_FOR, ANN_SUPER_UID, LABEL_FROM_SUPER, RESERVED_PREFIX,
 };
@@ -101,7 +102,7 @@ impl Guard<'_> {
 
 /// Every number in `value`, and its depth.
 fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
-    nested(value, path)?;
+    nested(value, path, Reason::Invalid)?;
     match value {
         Value::Number(n) => number(n, path),
         Value::Array(items) => items

@@ -1,0 +1,88 @@
+//! The guard's checks of values whatever their place: how deep maps and lists nest, numbers
+//! Kubernetes can hold, string maps and strings.
+
+use serde_json::{Map, Number, Value};
+
+use super::shown;
+use crate::translate::path::Path;
+use crate::translate::{Reason, Refusal, Result};
+
+/// How deep an object ferry writes may nest maps and lists (the object itself is level 1).
+/// serde_json, ferry's reader, stops at 128 levels, and a written object is read again deeper
+/// than it is written: as a list item (two levels more) and in its `managedFields`, whose field
+/// sets repeat every path four levels down (and a leaf field as `{}`, one more). A copy deep
+/// enough to fail there would break the list of its kind for every tenant in the super
+/// cluster, so it is refused before it is written.
+pub const MAX_DEPTH: usize = 64;
+
+/// Refuses a map or list past [`MAX_DEPTH`] levels at `path` (the object is level 1), blaming
+/// `blame` (a transform, when it had the last word).
+pub(super) fn nested(value: &Value, path: &Path<'_>, blame: Reason) -> Result<()> {
+    if !matches!(value, Value::Object(_) | Value::Array(_)) || path.depth() < MAX_DEPTH {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        blame,
+        format!("{path}: nested deeper than {MAX_DEPTH} levels of maps and lists (ferry writes objects at most {MAX_DEPTH} deep, so that a copy stays readable in a list and in its managedFields)"),
+    ))
+}
+
+/// Kubernetes (Go) holds numbers as 64-bit integers or floats; with arbitrary precision a
+/// 30-digit integer is neither, and would print differently as YAML and as JSON.
+pub(super) fn number(n: &Number, path: &Path<'_>) -> Result<()> {
+    if n.is_i64() || n.is_u64() || (n.is_f64() && n.as_f64().is_some_and(f64::is_finite)) {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::Invalid,
+        format!("{path}: the number {n} cannot be represented (expected a 64-bit integer or a finite float)"),
+    ))
+}
+
+/// `metadata.<field>` (labels or annotations), once every value is checked to be a string
+/// (the API server would reject anything else, and a label must not be half-written).
+pub(super) fn string_map<'m>(
+    meta: &'m Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'m Map<String, Value>>> {
+    match meta.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => match m.iter().find(|(_, v)| !v.is_string()) {
+            Some((k, v)) => Err(Refusal::new(
+                Reason::Invalid,
+                format!(
+                    "metadata.{field}[{k:?}]: expected a string, found {}",
+                    shown(v)
+                ),
+            )),
+            None => Ok(Some(m)),
+        },
+        Some(other) => Err(Refusal::new(
+            Reason::Invalid,
+            format!(
+                "metadata.{field}: expected an object, found {}",
+                shown(other)
+            ),
+        )),
+    }
+}
+
+/// The string `value` holds (`""` when it is absent or null); any other value is refused.
+pub(super) fn optional_str<'v>(
+    value: Option<&'v Value>,
+    path: &Path<'_>,
+    what: &str,
+) -> Result<&'v str> {
+    match value {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(Refusal::new(
+            Reason::Invalid,
+            format!("{path}: expected {what} string, found {}", shown(other)),
+        )),
+    }
+}
+
+pub(super) fn get_str<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
+    map.get(key).and_then(Value::as_str)
+}
