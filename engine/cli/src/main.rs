@@ -159,12 +159,12 @@ fn fail(e: &dyn std::fmt::Display) -> u8 {
 
 /// jemalloc, not the C library's allocator: against glibc's (the release build the benchmark
 /// runs), ferry's RSS grew 9% less per synced 2 KB object (16% less after a burst of 5,000
-/// creates) and ferry spent
-/// about 10% less CPU per synced object (`cargo xtask bench --sync`, both builds in turn on
-/// the same control planes; see ARCHITECTURE.md "jemalloc"). The image, static with musl,
-/// uses it too in place of musl's. mimalloc was faster still but doubled the growth per
-/// object. Transform workers, this binary too, are told to give freed memory back at once
-/// (`sandbox/pool.rs`): their memory limit is set from their address space.
+/// creates) and ferry spent about 10% less CPU per synced object (`cargo xtask bench
+/// --sync`, both builds in turn on the same control planes; see ARCHITECTURE.md "jemalloc").
+/// The image, static with musl, uses it too in place of musl's. mimalloc was faster still
+/// but doubled the growth per object. Transform workers, this binary too, are told to give
+/// freed memory back at once (`sandbox/pool.rs`): their memory limit is set from their
+/// address space.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

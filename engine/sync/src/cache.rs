@@ -397,18 +397,19 @@ impl Cache {
 /// A JSON object with its type set (list items of built-in kinds come without it) and without
 /// `managedFields` (large, and nothing ferry decides depends on them).
 pub(crate) fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
-    // The fields besides metadata are moved, not copied through a serializer: a list of
-    // 100,000 objects passes here. The order is the serializer's (metadata, then the rest).
+    // The fields besides metadata are moved, not copied through a serializer. The order is
+    // the serializer's (metadata, then the rest).
     let DynamicObject {
         mut metadata, data, ..
     } = object;
     // managedFields (field by field, the size of the object again) are not serialized to be
-    // dropped: only the managers of a claimed copy are kept, as `normalise` keeps them.
-    let entries = metadata.managed_fields.take();
-    let claims = metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(ferry_core::translate::LABEL_TENANT));
+    // dropped: only their managers are read.
+    let managers = metadata.managed_fields.take().map(|entries| {
+        entries
+            .into_iter()
+            .map(|e| e.manager.map_or(Value::Null, Value::String))
+            .collect()
+    });
     let mut fields = serde_json::Map::new();
     fields.insert("metadata".into(), serde_json::to_value(&metadata).ok()?);
     match data {
@@ -416,17 +417,7 @@ pub(crate) fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<
         Value::Null => {}
         _ => return None,
     }
-    let mut out = normalise(fields, resource);
-    // Set after `normalise`, which would otherwise reduce them again.
-    if let (true, Some(entries), Some(Value::Object(meta))) =
-        (claims, entries, out.get_mut("metadata"))
-    {
-        let managers = entries
-            .into_iter()
-            .map(|e| e.manager.map_or(Value::Null, Value::String));
-        meta.insert("managedFields".into(), managers_of(managers));
-    }
-    Some(Value::Object(out))
+    Some(Value::Object(normalised(fields, resource, managers)))
 }
 
 /// `managedFields` reduced to its distinct managers, in order: `[{"manager": …}]`.
@@ -448,6 +439,16 @@ pub fn normalise(
     fields: serde_json::Map<String, Value>,
     resource: &ApiResource,
 ) -> serde_json::Map<String, Value> {
+    normalised(fields, resource, None)
+}
+
+/// [`normalise`], with the managers of managedFields the caller read apart (`managers`, one
+/// per entry, null where an entry names none) in place of those in `fields`.
+fn normalised(
+    fields: serde_json::Map<String, Value>,
+    resource: &ApiResource,
+    mut managers: Option<Vec<Value>>,
+) -> serde_json::Map<String, Value> {
     let mut out = serde_json::Map::with_capacity(fields.len() + 2);
     out.insert(
         "apiVersion".into(),
@@ -467,11 +468,17 @@ pub fn normalise(
                     .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
                     .is_some();
                 let entries = meta.shift_remove("managedFields");
-                if let (true, Some(Value::Array(entries))) = (claims, entries) {
-                    let managers = entries
-                        .into_iter()
-                        .map(|mut e| e.get_mut("manager").map_or(Value::Null, Value::take));
-                    meta.insert("managedFields".into(), managers_of(managers));
+                let managers = managers.take().or_else(|| match entries {
+                    Some(Value::Array(entries)) if claims => Some(
+                        entries
+                            .into_iter()
+                            .map(|mut e| e.get_mut("manager").map_or(Value::Null, Value::take))
+                            .collect(),
+                    ),
+                    _ => None,
+                });
+                if let (true, Some(managers)) = (claims, managers) {
+                    meta.insert("managedFields".into(), managers_of(managers.into_iter()));
                 }
             }
         }

@@ -40,6 +40,11 @@ pub fn parent(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// CPU seconds (user + system) processes `pids` have used, together.
+pub fn cpu_of(pids: &[u32]) -> f64 {
+    pids.iter().map(|p| cpu_seconds(*p)).sum()
+}
+
 /// CPU seconds (user + system) process `pid` has used.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -83,7 +88,7 @@ impl Cost {
     pub async fn now(s: &Client, super_pids: &[u32], ferry_pid: u32) -> Result<Self> {
         Ok(Self {
             requests: database_requests(s).await?,
-            super_cpu: super_pids.iter().map(|p| cpu_seconds(*p)).sum(),
+            super_cpu: cpu_of(super_pids),
             ferry_cpu: cpu_seconds_tree(ferry_pid),
         })
     }

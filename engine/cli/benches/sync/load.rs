@@ -164,16 +164,11 @@ pub async fn throughput_and_busy(
 ) -> Result<(f64, f64)> {
     let (seen, task) = watch(watched, watched_ns);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cpu = || {
-        pids.iter()
-            .map(|p| crate::cost::cpu_seconds(*p))
-            .sum::<f64>()
-    };
-    let before = cpu();
+    let before = crate::cost::cpu_of(pids);
     let start = burst_of(client, ns, (PER_ROUND, CONCURRENCY), object).await?;
     let end = wait_all(&seen, PER_ROUND).await?;
     let seconds = end.duration_since(start).as_secs_f64();
-    let busy = (cpu() - before) / seconds;
+    let busy = (crate::cost::cpu_of(pids) - before) / seconds;
     task.abort();
     Ok((PER_ROUND as f64 / seconds, busy))
 }

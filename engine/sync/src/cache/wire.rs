@@ -13,7 +13,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{managers_of, normalise};
+use super::normalised;
 
 /// The fields of typed metadata (`ObjectMeta`), which keeps no other (`managedFields` apart):
 /// an API server newer than ferry's types may send more, and the watch and the answers to
@@ -50,7 +50,7 @@ const OWNER_REFERENCE: &[&str] = &[
 pub struct Wire {
     /// Its resourceVersion alone: what the watcher reads of an object.
     meta: ObjectMeta,
-    /// `metadata` without `managedFields`.
+    /// `metadata`: the fields typed metadata has, but `managedFields`, and not null.
     metadata: Map<String, Value>,
     /// The other fields, in the order sent.
     rest: Map<String, Value>,
@@ -71,7 +71,6 @@ impl Wire {
             managers,
             ..
         } = self;
-        metadata.retain(|k, v| !v.is_null() && METADATA.contains(&k.as_str()));
         metadata.sort_keys();
         if let Some(Value::Array(owners)) = metadata.get_mut("ownerReferences") {
             for owner in owners.iter_mut().filter_map(Value::as_object_mut) {
@@ -79,20 +78,10 @@ impl Wire {
                 owner.sort_keys();
             }
         }
-        let claims = metadata
-            .get("labels")
-            .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
-            .is_some();
         let mut fields = Map::with_capacity(rest.len() + 1);
         fields.insert("metadata".into(), Value::Object(metadata));
         fields.extend(rest);
-        let mut out = normalise(fields, resource);
-        if let (true, Some(managers), Some(Value::Object(meta))) =
-            (claims, managers, out.get_mut("metadata"))
-        {
-            meta.insert("managedFields".into(), managers_of(managers.into_iter()));
-        }
-        Value::Object(out)
+        Value::Object(normalised(fields, resource, managers))
     }
 }
 
@@ -189,9 +178,13 @@ impl<'de> Visitor<'de> for Metadata {
         while let Some(key) = map.next_key::<String>()? {
             if key == "managedFields" {
                 managers = map.next_value_seed(Managers)?;
-            } else {
+            } else if METADATA.contains(&key.as_str()) {
                 let value = map.next_value::<Value>()?;
-                metadata.insert(key, value);
+                if !value.is_null() {
+                    metadata.insert(key, value);
+                }
+            } else {
+                map.next_value::<IgnoredAny>()?;
             }
         }
         Ok((metadata, managers))
