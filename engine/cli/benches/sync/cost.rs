@@ -82,6 +82,17 @@ pub struct Cost {
     pub requests: f64,
     pub super_cpu: f64,
     pub ferry_cpu: f64,
+    /// Wall-clock seconds: since the first reading, or of a phase.
+    pub seconds: f64,
+}
+
+/// Seconds since the first reading of the clock.
+fn clock() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
 }
 
 impl Cost {
@@ -90,6 +101,7 @@ impl Cost {
             requests: database_requests(s).await?,
             super_cpu: cpu_of(super_pids),
             ferry_cpu: cpu_seconds_tree(ferry_pid),
+            seconds: clock(),
         })
     }
 
@@ -98,6 +110,13 @@ impl Cost {
         self.requests += phase.requests;
         self.super_cpu += phase.super_cpu;
         self.ferry_cpu += phase.ferry_cpu;
+        self.seconds += phase.seconds;
+    }
+
+    /// The super's CPU seconds less what it uses in as long when nothing happens
+    /// (`idle_per_second`).
+    pub fn super_cpu_less(&self, idle_per_second: f64) -> f64 {
+        self.super_cpu - idle_per_second * self.seconds
     }
 
     pub fn since(self, before: Self) -> Self {
@@ -105,6 +124,7 @@ impl Cost {
             requests: self.requests - before.requests,
             super_cpu: self.super_cpu - before.super_cpu,
             ferry_cpu: self.ferry_cpu - before.ferry_cpu,
+            seconds: self.seconds - before.seconds,
         }
     }
 }

@@ -191,14 +191,69 @@ pub async fn latencies(
     .await
 }
 
-/// Create → visible latencies (ms) at `RATE_PER_SECOND`: of direct creates into the super
-/// cluster `s`, and of creates in tenant team-a (`a`) synced there.
-pub async fn direct_and_synced_latencies(s: &Client, a: &Client) -> Result<(Vec<f64>, Vec<f64>)> {
+/// The latency series at `RATE_PER_SECOND` (ms): create → visible of direct creates into the
+/// super cluster, and of creates in a tenant synced there; and, for each synced create, when a
+/// watch of the tenant's own API server saw it (the earliest any syncer can act on it).
+pub struct Latencies {
+    pub direct: Vec<f64>,
+    pub synced: Vec<f64>,
+    /// Tenant create sent → seen by a watch of the tenant's API server.
+    pub tenant_visible: Vec<f64>,
+    /// Seen in the tenant → seen in the super cluster: ferry's hop, the super's create and its
+    /// watch.
+    pub hop: Vec<f64>,
+}
+
+/// [`Latencies`] of direct creates into the super cluster `s` and of creates in tenant team-a
+/// (`a`) synced there.
+pub async fn direct_and_synced_latencies(s: &Client, a: &Client) -> Result<Latencies> {
     let ns = fresh_namespace(s, "bench-lat").await?;
     let direct = latencies(s, &ns, s, &ns).await?;
     let ns = fresh_namespace(a, "bench-lat").await?;
-    let synced = latencies(a, &ns, s, &format!("team-a-{ns}")).await?;
-    Ok((direct, synced))
+    // The tenant's watch sees each object as ferry's does; the bench's watches and creates
+    // share the tenant's core, as the synced creates alone do.
+    let (tenant_seen, tenant_task) = watch(a, &ns);
+    let timed = latencies_from(
+        a,
+        &ns,
+        s,
+        &format!("team-a-{ns}"),
+        (LATENCY_OBJECTS, RATE_PER_SECOND),
+        Since::Request,
+    )
+    .await;
+    tenant_task.abort();
+    let timed = timed?;
+    let tenant_seen = tenant_seen.lock().unwrap();
+    let (mut synced, mut tenant_visible, mut hop) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, (started, visible)) in &timed {
+        synced.push(ms(*visible - *started));
+        if let Some(in_tenant) = tenant_seen.get(name) {
+            tenant_visible.push(ms(in_tenant.saturating_duration_since(*started)));
+            hop.push(ms(visible.saturating_duration_since(*in_tenant)));
+        }
+    }
+    Ok(Latencies {
+        direct,
+        synced,
+        tenant_visible,
+        hop,
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The p99 (ms) of `a` and `b` added, every sample of one with every sample of the other: the
+/// create-to-super latency of a syncer that took no time at all, were the tenant's create and
+/// watch (`a`) and the super's create and watch (`b`) independent of each other.
+pub fn p99_of_sum(a: &[f64], b: &[f64]) -> f64 {
+    let sums: Vec<f64> = a
+        .iter()
+        .flat_map(|x| b.iter().map(move |y| x + y))
+        .collect();
+    percentile(sums, 0.99)
 }
 
 /// Create → visible latencies (ms) of `count` objects created at `rate` per second.
@@ -215,9 +270,22 @@ pub async fn latencies_of(
     ns: &str,
     watched: &Client,
     watched_ns: &str,
-    (count, rate): (usize, u64),
+    paced: (usize, u64),
     since: Since,
 ) -> Result<Vec<f64>> {
+    let timed = latencies_from(client, ns, watched, watched_ns, paced, since).await?;
+    Ok(timed.values().map(|(t0, seen)| ms(*seen - *t0)).collect())
+}
+
+/// Per object name: when its latency started and when `watched` saw it.
+async fn latencies_from(
+    client: &Client,
+    ns: &str,
+    watched: &Client,
+    watched_ns: &str,
+    (count, rate): (usize, u64),
+    since: Since,
+) -> Result<HashMap<String, (Instant, Instant)>> {
     let (seen, task) = watch(watched, watched_ns);
     let api = api(client, "example.com/v1", "Database", ns);
     // One object first, timed by nobody: the watch is listening, the connections are open and
@@ -252,7 +320,7 @@ pub async fn latencies_of(
     let started = started.lock().unwrap();
     Ok(started
         .iter()
-        .filter_map(|(name, t0)| Some(seen.get(name)?.duration_since(*t0).as_secs_f64() * 1000.0))
+        .filter_map(|(name, t0)| Some((name.clone(), (*t0, *seen.get(name)?))))
         .collect())
 }
 
