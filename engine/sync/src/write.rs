@@ -198,8 +198,15 @@ impl Writer {
         name: &str,
     ) -> Result<Option<Value>> {
         self.reachable()?;
-        let found = self.answered(self.api(resource, namespace).get_opt(name).await)?;
-        Ok(found.map(|o| value(o, resource)))
+        // Parsed as the caches parse a watch (`cache/wire.rs`): an object nested too deep to
+        // read whole is read as the watch holds it, and refused, not retried.
+        let api: Api<crate::cache::Wire> = if namespace.is_empty() {
+            Api::all_with(self.client.clone(), resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), namespace, resource)
+        };
+        let found = self.answered(api.get_opt(name).await)?;
+        Ok(found.map(|o| o.into_value(resource)))
     }
 
     /// Which cluster this is: the uid of its kube-system namespace.

@@ -306,3 +306,69 @@ pub async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+
+/// Sends `body` (`content_type`) as `method` to `path` of `client`'s API server, leaving the
+/// answer unread: a typed client cannot parse an object nested 150 levels deep.
+async fn send(
+    client: &Client,
+    method: http::Method,
+    path: &str,
+    content_type: &str,
+    body: &Value,
+) -> Result<()> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(serde_json::to_vec(body)?)?;
+    client.request_text(request).await?;
+    Ok(())
+}
+
+/// A tenant object nested deeper than ferry reads (150 levels: the API server stores and lists
+/// it): listed at ferry's start, the kind's list still reads and ferry is ready; the object is
+/// refused with an Event and nothing written; a neighbour syncs; made shallow, it syncs.
+pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "deep").await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    let ns = env.namespace("team-a", "deep").await?;
+    let super_ns = format!("team-a-{ns}");
+    let issuers = format!("/apis/{CERT}/namespaces/{ns}/issuers");
+    let nested = (0..150).fold(json!({}), |inner, _| json!({ "x": inner }));
+    let deep = json!({"apiVersion": CERT, "kind": "Issuer",
+        "metadata": {"name": "deep", "namespace": ns}, "spec": {"selfSigned": nested}});
+    send(&a, http::Method::POST, &issuers, "application/json", &deep).await?;
+    let ferry = env.ferry(&["team-a"]).await?;
+    let note = until_event(&a, &ns, "deep", "Invalid").await?;
+    ensure!(note.contains("nested deeper"), "{note}");
+    let issuer = Kind::new(CERT, "Issuer");
+    create(
+        &a,
+        json!({"apiVersion": CERT, "kind": "Issuer",
+        "metadata": {"name": "fine", "namespace": ns}, "spec": {"selfSigned": {}}}),
+    )
+    .await?;
+    issuer
+        .at(&s, &super_ns, "fine")
+        .until("a neighbour of the deep object syncs", |_| true)
+        .await?;
+    ensure!(
+        issuer.at(&s, &super_ns, "deep").get().await?.is_none(),
+        "the deep object was written"
+    );
+    let shallow = json!({"spec": {"selfSigned": {"x": null}}});
+    let path = format!("{issuers}/deep");
+    send(
+        &a,
+        http::Method::PATCH,
+        &path,
+        "application/merge-patch+json",
+        &shallow,
+    )
+    .await?;
+    issuer
+        .at(&s, &super_ns, "deep")
+        .until("the object made shallow syncs", |_| true)
+        .await?;
+    env.finish(ferry).await
+}

@@ -305,6 +305,7 @@ scenarios!(
     refusals_are_events,
     unpublished_references_refused,
     to_tenant_writes_refused,
+    deep_objects_refused,
     gateway_api_stays_in_tenant,
     shared_gateway_both_ways,
     produced_objects_flow_up,

@@ -436,6 +436,8 @@ mod selector;
 mod up;
 mod values;
 
+pub(super) use values::readable;
+pub use values::READ_DEPTH;
 use values::{get_str, nested, number, optional_str, string_map};
 
 #[cfg(test)]

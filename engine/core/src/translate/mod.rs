@@ -20,7 +20,7 @@ mod namespace_labels;
 mod outcome;
 mod path;
 
-pub use guard::Published;
+pub use guard::{Published, READ_DEPTH};
 pub use metadata::flowing_up;
 pub use namespace_labels::{super_namespace_labels, ANN_TENANT_LABELS};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};
@@ -349,6 +349,8 @@ impl<'a> Translator<'a> {
         names: &NameMap,
         changes: Option<&mut Vec<Change>>,
     ) -> Result<Value> {
+        // A transform could drop or flatten what was not read, and write something else.
+        guard::readable(&object)?;
         let Some(sandbox) = self.sandbox else {
             return Err(Refusal::new(
                 Reason::TransformFailed,

@@ -215,3 +215,63 @@ fn a_watched_object_is_the_value_its_serialization_gives_and_as_sent_the_same() 
         managers
     );
 }
+
+/// An object nested past what ferry reads, in a list and in a watch event: both still parse
+/// (serde_json alone stops at 128 levels and would fail the list of every object of the
+/// kind), the object is read down to `READ_DEPTH` with an empty map or list below, its
+/// neighbours whole, and one within the limit exactly as sent.
+#[test]
+fn objects_nested_too_deep_are_read_cut_not_failed() {
+    use ferry_core::translate::READ_DEPTH;
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    for depth in [
+        1,
+        READ_DEPTH - 1,
+        READ_DEPTH,
+        READ_DEPTH + 1,
+        126,
+        127,
+        500,
+        20_000,
+    ] {
+        for list in [false, true] {
+            let (open, close, empty) = if list {
+                ("[2,", "]", "[]")
+            } else {
+                (r#"{"a":2,"x":"#, "}", "{}")
+            };
+            // `depth` maps or lists, the outermost the value of `data` (one key into the object).
+            let nested =
+                |n: usize, leaf: &str| format!("{}{leaf}{}", open.repeat(n), close.repeat(n));
+            let item = |data: &str| {
+                format!(r#"{{"metadata":{{"name":"deep","resourceVersion":"2"}},"data":{data}}}"#)
+            };
+            let deep = item(&nested(depth, "1"));
+            let body = format!(
+                r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{}},"items":[{deep},{{"metadata":{{"name":"b"}},"data":{{"k":"v"}}}}]}}"#
+            );
+            let parsed: kube::core::ObjectList<Wire> = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("{depth} levels (lists: {list}): {e}"));
+            let mut items = parsed.items.into_iter().map(|w| w.into_value(&resource));
+            let cut = items.next().unwrap();
+            let expected = if depth <= READ_DEPTH {
+                nested(depth, "1")
+            } else {
+                nested(READ_DEPTH, empty)
+            };
+            let expected: Value = serde_json::from_str(&item(&expected)).unwrap();
+            assert_eq!(
+                cut["data"], expected["data"],
+                "{depth} levels (lists: {list})"
+            );
+            assert_eq!(items.next().unwrap()["data"], json!({"k": "v"}));
+            let event = format!(r#"{{"type":"ADDED","object":{deep}}}"#);
+            let event: kube::core::WatchEvent<Wire> = serde_json::from_str(&event)
+                .unwrap_or_else(|e| panic!("a watch event, {depth} levels: {e}"));
+            let kube::core::WatchEvent::Added(watched) = event else {
+                panic!("an added object");
+            };
+            assert_eq!(watched.into_value(&resource), cut);
+        }
+    }
+}

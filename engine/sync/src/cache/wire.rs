@@ -1,17 +1,21 @@
 //! Objects as a watch or a list sends them, parsed straight into the JSON a cache holds: the
 //! metadata stays JSON (not decoded into typed metadata and written out again), and of
 //! `managedFields` only each entry's manager is read; their field sets, often the size of the
-//! object again, are skipped unparsed.
+//! object again, are skipped unparsed. Maps and lists more than `READ_DEPTH` levels into the
+//! object are read as empty ones, their content skipped unparsed: parsed, one such object
+//! would fail the list of its kind (serde_json stops at 128 levels), and the translator
+//! refuses an object that deep, so what was not read is never written.
 
 use std::borrow::Cow;
 use std::fmt;
 
+use ferry_core::translate::READ_DEPTH;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
 use super::normalised;
 
@@ -146,11 +150,90 @@ impl<'de> Visitor<'de> for Object {
                 wire.metadata = metadata;
                 wire.managers = managers;
             } else {
-                let value = map.next_value::<Value>()?;
+                let value = map.next_value_seed(Bounded(1))?;
                 wire.rest.insert(key, value);
             }
         }
         Ok(wire)
+    }
+}
+
+/// A value this many keys and indexes into the object, read as serde_json reads a `Value`
+/// down to [`READ_DEPTH`]; a map or list deeper is read as an empty one, its content skipped
+/// unparsed (serde_json skips without recursing).
+#[derive(Clone, Copy)]
+struct Bounded(usize);
+
+impl<'de> DeserializeSeed<'de> for Bounded {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        if self.0 > READ_DEPTH {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+        } else {
+            while let Some(item) = seq.next_element_seed(Bounded(self.0 + 1))? {
+                items.push(item);
+            }
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
+        if self.0 > READ_DEPTH {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        } else {
+            while let Some(key) = map.next_key::<String>()? {
+                let value = map.next_value_seed(Bounded(self.0 + 1))?;
+                fields.insert(key, value);
+            }
+        }
+        Ok(Value::Object(fields))
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::Guard;
 use crate::naming::{dns_label_problem, NameMap, Tenant};
 use crate::policy::Policy;
-use crate::translate::Translator;
+use crate::translate::{Reason, Translator};
 
 const TENANT: &str = "team-a";
 
@@ -464,6 +464,30 @@ proptest! {
         prop_assert_eq!(result.is_ok(), levels(&up) <= super::values::MAX_DEPTH, "up, {} levels", levels(&up));
         if let Err(e) = result {
             prop_assert!(e.message.contains("status.free"), "{}", e.message);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// What ferry reads of a cluster's object stops at `READ_DEPTH` (below, an empty map or
+    /// list): such an object never reaches a transform, which could drop what was not read
+    /// and write the rest; one within it does.
+    #[test]
+    fn objects_deeper_than_read_never_reach_a_transform(depth in 90usize..110, lists in any::<u64>()) {
+        let policy = policy();
+        let translator = Translator::new(&policy, None);
+        let mut gizmo = widget("g", "prod", json!({}), json!({"free": nest(depth, lists, json!({}))}));
+        gizmo["kind"] = json!("Gizmo");
+        // `spec` holds `free`, whose value is `depth` maps and lists around an empty map.
+        let deepest = depth + 2;
+        let e = translator.to_super(gizmo, &names(), false).unwrap_err();
+        if deepest > super::values::READ_DEPTH {
+            prop_assert_eq!(e.reason, Reason::Invalid);
+            prop_assert!(e.message.starts_with("spec.free") && e.message.contains("nested deeper than 100"), "{}", e.message);
+        } else {
+            prop_assert_eq!(e.reason, Reason::TransformFailed, "{}", e.message);
         }
     }
 }

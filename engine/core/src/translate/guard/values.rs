@@ -15,6 +15,40 @@ use crate::translate::{Reason, Refusal, Result};
 /// cluster, so it is refused before it is written.
 pub const MAX_DEPTH: usize = 64;
 
+/// How many keys and indexes below an object ferry reads maps and lists (`spec` is 1). A
+/// list item sits two levels into the list and a watch event's object one, and serde_json stops
+/// at 128 levels: where a cluster sends a map or list deeper than this, ferry reads it as an
+/// empty one (its content skipped unparsed, so that the object does not break the list of its
+/// kind), and such an object is refused, never translated from what was read.
+pub const READ_DEPTH: usize = 100;
+
+/// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below it:
+/// read from a cluster, what is there was not read.
+pub(crate) fn readable(value: &Value) -> Result<()> {
+    fn deepest(value: &Value, path: &Path<'_>, depth: usize) -> Option<String> {
+        if depth > READ_DEPTH && matches!(value, Value::Object(_) | Value::Array(_)) {
+            return Some(path.to_string());
+        }
+        match value {
+            Value::Object(map) => map
+                .iter()
+                .find_map(|(k, v)| deepest(v, &path.key(k), depth + 1)),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| deepest(v, &path.index(i), depth + 1)),
+            _ => None,
+        }
+    }
+    match deepest(value, &Path::Root, 0) {
+        None => Ok(()),
+        Some(path) => Err(Refusal::new(
+            Reason::Invalid,
+            format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)"),
+        )),
+    }
+}
+
 /// Refuses a map or list past [`MAX_DEPTH`] levels at `path` (the object is level 1), blaming
 /// `blame` (a transform, when it had the last word).
 pub(super) fn nested(value: &Value, path: &Path<'_>, blame: Reason) -> Result<()> {
