@@ -101,7 +101,9 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     if only == "latency" {
+        let before = cost::Reconciles::read(&ferry).await?;
         let series = direct_and_synced_latencies(s, a).await?;
+        reconciles_against_hops(&ferry, before, &series.hop).await?;
         for (what, ms) in [
             ("direct", &series.direct),
             ("synced", &series.synced),
@@ -241,7 +243,9 @@ async fn main() -> Result<()> {
     if only == "cost" {
         return Ok(());
     }
+    let before = cost::Reconciles::read(&ferry).await?;
     let series = direct_and_synced_latencies(s, a).await?;
+    let (reconcile_8, reconcile_16) = reconciles_against_hops(&ferry, before, &series.hop).await?;
     after(&ferry, "the latency series");
     let (quiet_idle, quiet_loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
     // The noisy tenant's objects still on their way: the next measurements need an idle
@@ -330,6 +334,15 @@ async fn main() -> Result<()> {
         ("added_latency_floor_ms", json!({"p99": floor99})),
         ("super_idle_cpu_per_second", json!(idle_per_second)),
         (
+            "latency_tail_percent",
+            json!({
+                "hop_over_8ms": cost::share_over(&series.hop, 8.0),
+                "hop_over_16ms": cost::share_over(&series.hop, 16.0),
+                "reconcile_over_8ms": reconcile_8,
+                "reconcile_over_16ms": reconcile_16,
+            }),
+        ),
+        (
             "super_cpu_ratio_less_idle",
             json!(super_cpu_ratio_less_idle),
         ),
@@ -395,4 +408,21 @@ fn ferry_binary() -> std::path::PathBuf {
     std::env::var_os("FERRY_BENCH_FERRY")
         .map(Into::into)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_ferry").into())
+}
+
+/// Prints how many of the synced series' hops and of ferry's writes in it (queued to answered,
+/// from ferry's own histogram) took over 8 and 16 ms: where the hop's tail is. Returns the
+/// writes' percentages.
+async fn reconciles_against_hops(
+    ferry: &Ferry,
+    before: cost::Reconciles,
+    hops: &[f64],
+) -> Result<(f64, f64)> {
+    let (over_8, over_16, writes) = cost::Reconciles::read(ferry).await?.since(before).over();
+    println!(
+        "latency tail: {:.1}% of hops over 8 ms, {:.1}% over 16 ms; of ferry's {writes:.0} writes (queued to answered) {over_8:.1}% over 8 ms, {over_16:.1}% over 16 ms",
+        cost::share_over(hops, 8.0),
+        cost::share_over(hops, 16.0)
+    );
+    Ok((over_8, over_16))
 }

@@ -128,3 +128,49 @@ impl Cost {
         }
     }
 }
+
+/// Of ferry's writes, how many were done within 8 and 16 ms of their change being queued
+/// (`ferry_sync_latency_seconds`, whose span ends when the write's request is answered).
+#[derive(Clone, Copy, Default)]
+pub struct Reconciles {
+    within_8ms: f64,
+    within_16ms: f64,
+    all: f64,
+}
+
+impl Reconciles {
+    pub async fn read(ferry: &ferry_testkit::live::Ferry) -> Result<Self> {
+        let (_, body) = ferry.get("/metrics").await?;
+        let bucket = |le: &str| {
+            ferry_testkit::live::sum_metric(
+                &body,
+                "ferry_sync_latency_seconds_bucket",
+                &[("le", le)],
+            )
+        };
+        Ok(Self {
+            within_8ms: bucket("0.008"),
+            within_16ms: bucket("0.016"),
+            all: bucket("+Inf"),
+        })
+    }
+
+    pub fn since(self, before: Self) -> Self {
+        Self {
+            within_8ms: self.within_8ms - before.within_8ms,
+            within_16ms: self.within_16ms - before.within_16ms,
+            all: self.all - before.all,
+        }
+    }
+
+    /// The percentage of writes over 8 and over 16 ms, and how many writes there were.
+    pub fn over(self) -> (f64, f64, f64) {
+        let pct = |within: f64| 100.0 * (1.0 - within / self.all.max(1.0));
+        (pct(self.within_8ms), pct(self.within_16ms), self.all)
+    }
+}
+
+/// The percentage of `ms` over `limit`.
+pub fn share_over(ms: &[f64], limit: f64) -> f64 {
+    100.0 * ms.iter().filter(|x| **x > limit).count() as f64 / ms.len().max(1) as f64
+}

@@ -326,8 +326,9 @@ async fn send(
 }
 
 /// A tenant object nested deeper than ferry reads (150 levels: the API server stores and lists
-/// it): listed at ferry's start, the kind's list still reads and ferry is ready; the object is
-/// refused with an Event and nothing written; a neighbour syncs; made shallow, it syncs.
+/// it) and one using a key serde_json reserves: listed at ferry's start, the kind's list still
+/// reads and ferry is ready; both are refused with an Event and nothing written; a neighbour
+/// syncs; made shallow, the deep one syncs.
 pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "deep").await?;
     let (a, s) = (env.tenant("team-a"), env.super_());
@@ -338,9 +339,23 @@ pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
     let deep = json!({"apiVersion": CERT, "kind": "Issuer",
         "metadata": {"name": "deep", "namespace": ns}, "spec": {"selfSigned": nested}});
     send(&a, http::Method::POST, &issuers, "application/json", &deep).await?;
+    // serde_json's own key for JSON kept as text, which its `Value` reads as that JSON.
+    let reserved = json!({"apiVersion": CERT, "kind": "Issuer",
+        "metadata": {"name": "reserved", "namespace": ns},
+        "spec": {"selfSigned": {"$serde_json::private::RawValue": "{\"crlDistributionPoints\":[\"x\"]}"}}});
+    send(
+        &a,
+        http::Method::POST,
+        &issuers,
+        "application/json",
+        &reserved,
+    )
+    .await?;
     let ferry = env.ferry(&["team-a"]).await?;
     let note = until_event(&a, &ns, "deep", "Invalid").await?;
     ensure!(note.contains("nested deeper"), "{note}");
+    let note = until_event(&a, &ns, "reserved", "Invalid").await?;
+    ensure!(note.contains("serde_json reserves"), "{note}");
     let issuer = Kind::new(CERT, "Issuer");
     create(
         &a,
@@ -352,10 +367,12 @@ pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
         .at(&s, &super_ns, "fine")
         .until("a neighbour of the deep object syncs", |_| true)
         .await?;
-    ensure!(
-        issuer.at(&s, &super_ns, "deep").get().await?.is_none(),
-        "the deep object was written"
-    );
+    for name in ["deep", "reserved"] {
+        ensure!(
+            issuer.at(&s, &super_ns, name).get().await?.is_none(),
+            "{name} was written"
+        );
+    }
     let shallow = json!({"spec": {"selfSigned": {"x": null}}});
     let path = format!("{issuers}/deep");
     send(

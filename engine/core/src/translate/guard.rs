@@ -99,8 +99,14 @@ impl<'a> Guard<'a> {
         Refusal::new(self.blame, message)
     }
 
+    /// [`readable`], blaming the transform when it had the last word.
+    fn readable(&self, object: &Value) -> Result<()> {
+        readable(object).map_err(|e| self.refuse(e.message))
+    }
+
     /// Checks a super object about to be applied for a toSuper kind.
     pub fn down(&mut self, resource: &Resource, object: &Value) -> Result<()> {
+        self.readable(object)?;
         let Value::Object(top) = object else {
             return Err(self.refuse("the object to write is not an object".into()));
         };
@@ -437,8 +443,8 @@ mod up;
 mod values;
 
 pub(super) use values::readable;
-pub use values::READ_DEPTH;
 use values::{get_str, nested, number, optional_str, string_map};
+pub use values::{READ_DEPTH, UNREAD};
 
 #[cfg(test)]
 mod tests;

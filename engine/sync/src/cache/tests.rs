@@ -275,3 +275,51 @@ fn objects_nested_too_deep_are_read_cut_not_failed() {
         }
     }
 }
+
+/// serde_json runs with `arbitrary_precision` and `raw_value`: floats and integers past 64
+/// bits are read as the numbers they are, and an object's own use of the keys serde_json
+/// reserves (read as something else wherever it is parsed again) is read as an `UNREAD` map,
+/// at the top of the object too, where serde_json's `Value` would read the text as JSON or
+/// fail the whole list.
+#[test]
+fn keys_serde_json_reserves_are_read_unread() {
+    use ferry_core::translate::UNREAD;
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let read = |item: &str| -> Value {
+        let wire: Wire = serde_json::from_str(item).unwrap_or_else(|e| panic!("{item}: {e}"));
+        wire.into_value(&resource)
+    };
+    let numbers = r#"{"metadata":{"name":"a"},"data":{"f":0.5,"e":-1.5e300,"big":123456789012345678901234567890,"i":-3}}"#;
+    let parsed: Value = serde_json::from_str(numbers).unwrap();
+    assert_eq!(read(numbers)["data"], parsed["data"]);
+    assert!(read(numbers)["data"]["f"].is_number());
+    let raw = r#"$serde_json::private::RawValue"#;
+    let number = r#"$serde_json::private::Number"#;
+    let payload = r#""{\"namespace\":\"team-b-data\"}""#;
+    for spec in [
+        format!(r#"{{"{raw}":{payload}}}"#),
+        format!(r#"{{"a":1,"{raw}":{payload}}}"#),
+        format!(r#"{{"{number}":"5","a":1}}"#),
+        format!(r#"{{"{number}":"not a number"}}"#),
+        format!(r#"{{"{number}":{{"x":1}}}}"#),
+    ] {
+        let item = format!(r#"{{"metadata":{{"name":"a"}},"data":{{"ref":{spec}}}}}"#);
+        let value = read(&item);
+        let cut = value["data"]["ref"].as_object().unwrap();
+        assert_eq!(cut.len(), 1, "{spec}: {value}");
+        assert!(
+            cut[UNREAD].as_str().unwrap().contains("reserves"),
+            "{spec}: {value}"
+        );
+        assert!(!value.to_string().contains("team-b-data"), "{value}");
+    }
+    // serde_json's own reading of one of them fails the whole list.
+    let bad = format!(r#"{{"items":[{{"data":{{"{number}":"not a number"}}}}]}}"#);
+    assert!(serde_json::from_str::<Value>(&bad).is_err());
+    let top = format!(r#"{{"metadata":{{"name":"a"}},"{raw}":{payload}}}"#);
+    let value = read(&top);
+    assert!(
+        value.get(raw).is_none() && value[UNREAD].is_string(),
+        "{value}"
+    );
+}

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use ferry_core::translate::READ_DEPTH;
+use ferry_core::translate::{READ_DEPTH, UNREAD};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};
@@ -149,6 +149,10 @@ impl<'de> Visitor<'de> for Object {
                     .map(str::to_string);
                 wire.metadata = metadata;
                 wire.managers = managers;
+            } else if reserved(&key) {
+                map.next_value::<IgnoredAny>()?;
+                let (key, value) = unread();
+                wire.rest.insert(key, value);
             } else {
                 let value = map.next_value_seed(Bounded(1))?;
                 wire.rest.insert(key, value);
@@ -233,9 +237,43 @@ impl<'de> Visitor<'de> for Bounded {
                 fields.insert(key, value);
             }
         }
-        Ok(Value::Object(fields))
+        Ok(as_read(fields))
     }
 }
+
+/// A map as serde_json's own `Value` would read it where that is safe. serde_json runs with
+/// `arbitrary_precision` and `raw_value`: a float or an integer past 64 bits comes as a map of
+/// [`NUMBER_TOKEN`] to its text, read here as that number. Any other use of a key serde_json
+/// reserves (an object's own, which would be read as something else wherever the object is
+/// parsed again) becomes a map of [`UNREAD`] saying so, refused wherever it would be
+/// translated or written.
+fn as_read(fields: Map<String, Value>) -> Value {
+    if !fields.keys().any(|k| reserved(k)) {
+        return Value::Object(fields);
+    }
+    if let (1, Some(Value::String(text))) = (fields.len(), fields.get(NUMBER_TOKEN)) {
+        if let Ok(number) = text.parse::<Number>() {
+            return Value::Number(number);
+        }
+    }
+    Value::Object(Map::from_iter([unread()]))
+}
+
+/// Whether serde_json reserves `key`.
+fn reserved(key: &str) -> bool {
+    key == NUMBER_TOKEN || key == RAW_TOKEN
+}
+
+/// The [`UNREAD`] entry standing for a key serde_json reserves.
+fn unread() -> (String, Value) {
+    let why = format!("a key serde_json reserves ({NUMBER_TOKEN} or {RAW_TOKEN}), which ferry cannot read as sent");
+    (UNREAD.to_string(), Value::String(why))
+}
+
+/// serde_json's key for a number kept as text (`arbitrary_precision`).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+/// serde_json's key for JSON kept as text (`raw_value`).
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// `metadata`, with the managers of `managedFields` apart.
 struct Metadata;

@@ -17,6 +17,7 @@ impl Guard<'_> {
     /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant
     /// name and namespace, status and the `x-ferry-owner: super` fields, nothing else.
     pub fn up(&self, resource: &Resource, object: &Value) -> Result<()> {
+        self.readable(object)?;
         let Value::Object(top) = object else {
             return Err(self.refuse("what flows up is not an object".into()));
         };
@@ -48,12 +49,14 @@ impl Guard<'_> {
 
     /// Checks a read-only copy of a public object about to be written into a tenant.
     pub fn public_copy(&self, object: &Value) -> Result<()> {
+        self.readable(object)?;
         self.read_only_copy(object, &[ANN_SUPER_UID])
     }
 
     /// Checks a read-only copy of an object produced for a tenant's object: a public copy's
     /// metadata, plus what it was produced for, in one of the tenant's namespaces.
     pub fn produced_copy(&self, object: &Value) -> Result<()> {
+        self.readable(object)?;
         self.read_only_copy(object, &[ANN_SUPER_UID, ANN_PRODUCED_FOR])?;
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
         if let Some(why) = dns_label_problem(namespace) {

@@ -22,30 +22,36 @@ pub const MAX_DEPTH: usize = 64;
 /// kind), and such an object is refused, never translated from what was read.
 pub const READ_DEPTH: usize = 100;
 
-/// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below it:
-/// read from a cluster, what is there was not read.
+/// The one key of the map that stands, in an object read from a cluster, where ferry could not
+/// read what was sent (its value says why): keys serde_json reserves for itself. Never written.
+pub const UNREAD: &str = "ferry.dev/unread";
+
+/// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below
+/// it, or an [`UNREAD`] map: read from a cluster, what is there was not read.
 pub(crate) fn readable(value: &Value) -> Result<()> {
-    fn deepest(value: &Value, path: &Path<'_>, depth: usize) -> Option<String> {
-        if depth > READ_DEPTH && matches!(value, Value::Object(_) | Value::Array(_)) {
-            return Some(path.to_string());
-        }
+    fn unread(value: &Value, path: &Path<'_>, depth: usize) -> Option<String> {
         match value {
-            Value::Object(map) => map
-                .iter()
-                .find_map(|(k, v)| deepest(v, &path.key(k), depth + 1)),
+            Value::Object(_) | Value::Array(_) if depth > READ_DEPTH => Some(format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)")),
+            Value::Object(map) => match map.get(UNREAD) {
+                Some(why) => {
+                    let at = path.to_string();
+                    let at = if at.is_empty() { "the object".into() } else { at };
+                    Some(format!("{at}: {}", why.as_str().unwrap_or("not read")))
+                }
+                None => map
+                    .iter()
+                    .find_map(|(k, v)| unread(v, &path.key(k), depth + 1)),
+            },
             Value::Array(items) => items
                 .iter()
                 .enumerate()
-                .find_map(|(i, v)| deepest(v, &path.index(i), depth + 1)),
+                .find_map(|(i, v)| unread(v, &path.index(i), depth + 1)),
             _ => None,
         }
     }
-    match deepest(value, &Path::Root, 0) {
+    match unread(value, &Path::Root, 0) {
         None => Ok(()),
-        Some(path) => Err(Refusal::new(
-            Reason::Invalid,
-            format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)"),
-        )),
+        Some(message) => Err(Refusal::new(Reason::Invalid, message)),
     }
 }
 
