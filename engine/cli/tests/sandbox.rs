@@ -183,6 +183,39 @@ fn deeply_nested_input_does_not_crash_the_worker() {
     still_works(&sandbox);
 }
 
+/// serde_json (with `arbitrary_precision`) hands a float over as a map of its text: a
+/// transform sees a float, and 64-bit integers as integers; a number Starlark cannot hold as
+/// sent is refused, not passed on as something else.
+#[test]
+fn numbers_reach_a_transform_as_numbers() {
+    let sandbox = sandbox();
+    let learnt = BTreeMap::new();
+    let ctx = CallContext {
+        tenant: "team-a",
+        learnt: &learnt,
+        namespaces: &[],
+    };
+    let types = "def to_super(obj, ctx):\n    obj[\"data\"] = {k: type(v) for k, v in obj[\"spec\"].items()}\n    obj[\"spec\"][\"half\"] = obj[\"spec\"][\"half\"] * 2\n    return obj\n";
+    let script = script("types", types, Limits::default());
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+        "spec": {"half": 0.5, "big": u64::MAX, "small": -3, "tiny": 1.5e-300}});
+    let out = sandbox
+        .call(&script, Hook::ToSuper, &object, &ctx)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out["data"],
+        json!({"half": "float", "big": "int", "small": "int", "tiny": "float"})
+    );
+    assert_eq!(out["spec"]["half"], json!(1.0));
+    let huge: serde_json::Value = serde_json::from_str(r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": {"huge": 123456789012345678901234567890}}"#).unwrap();
+    let e = sandbox
+        .call(&script, Hook::ToSuper, &huge, &ctx)
+        .unwrap_err();
+    assert!(e.to_string().contains("cannot be represented"), "{e}");
+    still_works(&sandbox);
+}
+
 #[test]
 fn no_load_no_io_no_clock() {
     let sandbox = sandbox();

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
 };
+use kube::core::DynamicResourceScope;
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::cache::Wire;
 use crate::metrics::{labels, Metrics};
 
 mod upgrade;
@@ -127,6 +129,15 @@ impl Writer {
     }
 
     fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+        self.api_of(resource, namespace)
+    }
+
+    /// The API of `resource` in `namespace`, its objects read as `K`: `Wire` where an answer
+    /// holds what a tenant wrote (read as the caches read the watch: `cache/wire.rs`).
+    fn api_of<K>(&self, resource: &ApiResource, namespace: &str) -> Api<K>
+    where
+        K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
+    {
         if namespace.is_empty() {
             Api::all_with(self.client.clone(), resource)
         } else {
@@ -200,11 +211,7 @@ impl Writer {
         self.reachable()?;
         // Parsed as the caches parse a watch (`cache/wire.rs`): an object nested too deep to
         // read whole is read as the watch holds it, and refused, not retried.
-        let api: Api<crate::cache::Wire> = if namespace.is_empty() {
-            Api::all_with(self.client.clone(), resource)
-        } else {
-            Api::namespaced_with(self.client.clone(), namespace, resource)
-        };
+        let api = self.api_of::<Wire>(resource, namespace);
         let found = self.answered(api.get_opt(name).await)?;
         Ok(found.map(|o| o.into_value(resource)))
     }
@@ -233,10 +240,10 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
     ) -> Result<Value> {
-        let out = self
+        let out: Wire = self
             .apply_to(resource, desired, precondition, false)
             .await?;
-        Ok(value(out, resource))
+        Ok(out.into_value(resource))
     }
 
     /// [`Writer::apply`] to a copy ferry created with [`Writer::create`] and alone decides:
@@ -249,7 +256,9 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
     ) -> Result<Value> {
-        let out = self
+        // Ferry's own copy, which the guard checked: read whole (the cleanup reads its
+        // managedFields).
+        let out: DynamicObject = self
             .apply_to(resource, desired, precondition, false)
             .await?;
         let raw = serde_json::to_value(&out).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -291,17 +300,23 @@ impl Writer {
         desired: &Value,
         precondition: Precondition<'_>,
     ) -> Result<Value> {
-        let out = self.apply_to(resource, desired, precondition, true).await?;
-        Ok(value(out, resource))
+        let out: Wire = self.apply_to(resource, desired, precondition, true).await?;
+        Ok(out.into_value(resource))
     }
 
-    async fn apply_to(
+    async fn apply_to<K>(
         &self,
         resource: &ApiResource,
         desired: &Value,
         precondition: Precondition<'_>,
         status: bool,
-    ) -> Result<DynamicObject> {
+    ) -> Result<K>
+    where
+        K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+            + serde::de::DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
+    {
         self.allowed()?;
         let mut o = object(desired)?;
         match precondition {
@@ -319,7 +334,7 @@ impl Writer {
         }
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();
-        let api = self.api(resource, &namespace);
+        let api = self.api_of::<K>(resource, &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let out = if status {
             self.answered(api.patch_status(&name, &params, &Patch::Apply(&o)).await)?
@@ -346,7 +361,7 @@ impl Writer {
             ..PatchParams::default()
         };
         let out = self.answered(
-            self.api(resource, namespace)
+            self.api_of::<Wire>(resource, namespace)
                 .patch(name, &params, &Patch::Merge(patch))
                 .await,
         )?;
@@ -354,7 +369,7 @@ impl Writer {
             "patch",
             format_args!("{} {namespace}/{name}", resource.kind),
         );
-        Ok(value(out, resource))
+        Ok(out.into_value(resource))
     }
 
     /// Creates `desired`.

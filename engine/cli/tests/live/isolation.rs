@@ -373,6 +373,49 @@ pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
             "{name} was written"
         );
     }
+    // The tenant's own status holding the same key around JSON 120 levels deep: ferry's
+    // status writes answer with it, and the answer is read as the watch is (parsed by
+    // serde_json's `Value`, it held 124 levels, which the cache could not read back: the
+    // object looked gone and its copy was deleted).
+    let copy_uid = |o: &Value| o["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let before = copy_uid(
+        &issuer
+            .at(&s, &super_ns, "fine")
+            .get()
+            .await?
+            .context("the copy")?,
+    );
+    let inner = format!("{}1{}", "[".repeat(120), "]".repeat(120));
+    let status = json!({"status": {"x": {"$serde_json::private::RawValue": inner}}});
+    let fine_status = format!("{issuers}/fine/status");
+    send(
+        &a,
+        http::Method::PATCH,
+        &fine_status,
+        "application/merge-patch+json",
+        &status,
+    )
+    .await?;
+    issuer
+        .at(&s, &super_ns, "fine")
+        .merge_status(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        .await?;
+    issuer
+        .at(&a, &ns, "fine")
+        .until("the super's status flows up beside the tenant's", |o| {
+            o["status"]["conditions"][0]["type"] == "Ready"
+        })
+        .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = issuer
+        .at(&s, &super_ns, "fine")
+        .get()
+        .await?
+        .context("the copy")?;
+    ensure!(
+        copy_uid(&after) == before,
+        "the copy was deleted and made again"
+    );
     let shallow = json!({"spec": {"selfSigned": {"x": null}}});
     let path = format!("{issuers}/deep");
     send(

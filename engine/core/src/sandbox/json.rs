@@ -84,10 +84,37 @@ impl<'de, 'v> Visitor<'de> for Seed<'v> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value<'v>, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if entries.is_empty() && key == NUMBER_TOKEN {
+                // serde_json (`arbitrary_precision`) hands a float or an integer past 64 bits
+                // over as a map of its text.
+                let text = map.next_value::<std::borrow::Cow<'de, str>>()?;
+                return number(self.heap, &text).map_err(de::Error::custom);
+            }
             let value = map.next_value_seed(self)?;
             entries.push((self.heap.alloc_str(&key).to_value(), value));
         }
         Ok(self.heap.alloc(AllocDict(entries)))
+    }
+}
+
+/// serde_json's key for a number kept as text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// A number's JSON text as Starlark holds it: a 64-bit integer or a finite float; anything
+/// else is refused (the guard would refuse it in an object written without a transform).
+fn number<'v>(heap: Heap<'v>, text: &str) -> Result<Value<'v>, String> {
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(heap.alloc(i));
+    }
+    if let Ok(u) = text.parse::<u64>() {
+        return Ok(heap.alloc(u));
+    }
+    let float = text.contains(['.', 'e', 'E']);
+    match text.parse::<f64>() {
+        Ok(f) if float && f.is_finite() => Ok(heap.alloc(f)),
+        _ => Err(format!(
+            "the number {text} cannot be represented (expected a 64-bit integer or a finite float)"
+        )),
     }
 }
 

@@ -20,7 +20,7 @@ mod namespace_labels;
 mod outcome;
 mod path;
 
-pub use guard::{Published, READ_DEPTH, UNREAD};
+pub use guard::{Published, READ_DEPTH, SERDE_JSON_PRIVATE, UNREAD};
 pub use metadata::flowing_up;
 pub use namespace_labels::{super_namespace_labels, ANN_TENANT_LABELS};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use ferry_core::translate::{READ_DEPTH, UNREAD};
+use ferry_core::translate::{READ_DEPTH, SERDE_JSON_PRIVATE, UNREAD};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};
@@ -261,19 +261,19 @@ fn as_read(fields: Map<String, Value>) -> Value {
 
 /// Whether serde_json reserves `key`.
 fn reserved(key: &str) -> bool {
-    key == NUMBER_TOKEN || key == RAW_TOKEN
+    key.starts_with(SERDE_JSON_PRIVATE)
 }
 
 /// The [`UNREAD`] entry standing for a key serde_json reserves.
 fn unread() -> (String, Value) {
-    let why = format!("a key serde_json reserves ({NUMBER_TOKEN} or {RAW_TOKEN}), which ferry cannot read as sent");
+    let why = format!(
+        "a key serde_json reserves ({SERDE_JSON_PRIVATE}…), which ferry cannot read as sent"
+    );
     (UNREAD.to_string(), Value::String(why))
 }
 
 /// serde_json's key for a number kept as text (`arbitrary_precision`).
 const NUMBER_TOKEN: &str = "$serde_json::private::Number";
-/// serde_json's key for JSON kept as text (`raw_value`).
-const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// `metadata`, with the managers of `managedFields` apart.
 struct Metadata;

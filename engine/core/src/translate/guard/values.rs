@@ -26,12 +26,21 @@ pub const READ_DEPTH: usize = 100;
 /// read what was sent (its value says why): keys serde_json reserves for itself. Never written.
 pub const UNREAD: &str = "ferry.dev/unread";
 
+/// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
+/// in the first place of a map, serde_json reads that map as something else.
+pub const SERDE_JSON_PRIVATE: &str = "$serde_json::private::";
+
 /// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below
-/// it, or an [`UNREAD`] map: read from a cluster, what is there was not read.
+/// it, an [`UNREAD`] map (read from a cluster, what is there was not read), or a key
+/// serde_json reserves (what it says depends on where the key lands when the object is
+/// parsed again).
 pub(crate) fn readable(value: &Value) -> Result<()> {
     fn unread(value: &Value, path: &Path<'_>, depth: usize) -> Option<String> {
         match value {
             Value::Object(_) | Value::Array(_) if depth > READ_DEPTH => Some(format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)")),
+            Value::Object(map) if map.keys().any(|k| k.starts_with(SERDE_JSON_PRIVATE)) => {
+                Some(format!("{path}: a key under {SERDE_JSON_PRIVATE}, which serde_json reads as something else (a number, or text as JSON)"))
+            }
             Value::Object(map) => match map.get(UNREAD) {
                 Some(why) => {
                     let at = path.to_string();
