@@ -196,11 +196,11 @@ fn numbers_reach_a_transform_as_numbers() {
         namespaces: &[],
     };
     let types = "def to_super(obj, ctx):\n    obj[\"data\"] = {k: type(v) for k, v in obj[\"spec\"].items()}\n    obj[\"spec\"][\"half\"] = obj[\"spec\"][\"half\"] * 2\n    return obj\n";
-    let script = script("types", types, Limits::default());
+    let types = script("types", types, Limits::default());
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
         "spec": {"half": 0.5, "big": u64::MAX, "small": -3, "tiny": 1.5e-300}});
     let out = sandbox
-        .call(&script, Hook::ToSuper, &object, &ctx)
+        .call(&types, Hook::ToSuper, &object, &ctx)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -210,9 +210,18 @@ fn numbers_reach_a_transform_as_numbers() {
     assert_eq!(out["spec"]["half"], json!(1.0));
     let huge: serde_json::Value = serde_json::from_str(r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": {"huge": 123456789012345678901234567890}}"#).unwrap();
     let e = sandbox
-        .call(&script, Hook::ToSuper, &huge, &ctx)
+        .call(&types, Hook::ToSuper, &huge, &ctx)
         .unwrap_err();
     assert!(e.to_string().contains("cannot be represented"), "{e}");
+    // A key serde_json reserves, made from a tenant's string, is not written.
+    let keyed = "def to_super(obj, ctx):\n    obj[\"data\"] = {obj[\"spec\"][\"k\"]: \"[1]\"}\n    return obj\n";
+    let keyed = script("keyed", keyed, Limits::default());
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+        "spec": {"k": "$serde_json::private::RawValue"}});
+    let e = sandbox
+        .call(&keyed, Hook::ToSuper, &object, &ctx)
+        .unwrap_err();
+    assert!(e.to_string().contains("serde_json's own"), "{e}");
     still_works(&sandbox);
 }
 

@@ -118,6 +118,18 @@ fn number<'v>(heap: Heap<'v>, text: &str) -> Result<Value<'v>, String> {
     }
 }
 
+/// `key`, unless serde_json reserves it: the engine reads the output with serde_json, which
+/// would read a map with such a key first as something else (a number, or a string as JSON).
+fn reserved<E: ser::Error>(key: &str) -> Result<&str, E> {
+    if key.starts_with(crate::translate::SERDE_JSON_PRIVATE) {
+        return Err(E::custom(format!(
+            "dict key {key:?}: keys under {} are serde_json's own and cannot be written",
+            crate::translate::SERDE_JSON_PRIVATE
+        )));
+    }
+    Ok(key)
+}
+
 struct Out<'v> {
     value: Value<'v>,
     depth: usize,
@@ -178,14 +190,14 @@ impl ser::Serialize for Out<'_> {
                         k.get_type()
                     )));
                 };
-                map.serialize_entry(key, &self.child(item))?;
+                map.serialize_entry(reserved(key)?, &self.child(item))?;
             }
             return map.end();
         }
         if let Some(st) = StructRef::from_value(v) {
             let mut map = s.serialize_map(None)?;
             for (k, item) in st.iter() {
-                map.serialize_entry(k.as_str(), &self.child(item))?;
+                map.serialize_entry(reserved(k.as_str())?, &self.child(item))?;
             }
             return map.end();
         }
