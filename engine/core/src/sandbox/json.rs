@@ -121,10 +121,10 @@ fn number<'v>(heap: Heap<'v>, text: &str) -> Result<Value<'v>, String> {
 /// `key`, unless serde_json reserves it: the engine reads the output with serde_json, which
 /// would read a map with such a key first as something else (a number, or a string as JSON).
 fn reserved<E: ser::Error>(key: &str) -> Result<&str, E> {
-    if key.starts_with(crate::translate::SERDE_JSON_PRIVATE) {
+    if key.starts_with(crate::naming::SERDE_JSON_PRIVATE) {
         return Err(E::custom(format!(
             "dict key {key:?}: keys under {} are serde_json's own and cannot be written",
-            crate::translate::SERDE_JSON_PRIVATE
+            crate::naming::SERDE_JSON_PRIVATE
         )));
     }
     Ok(key)

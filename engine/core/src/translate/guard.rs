@@ -444,7 +444,7 @@ mod values;
 
 pub(super) use values::readable;
 use values::{get_str, nested, number, optional_str, string_map};
-pub use values::{READ_DEPTH, SERDE_JSON_PRIVATE, UNREAD};
+pub use values::{READ_DEPTH, UNREAD};
 
 #[cfg(test)]
 mod tests;

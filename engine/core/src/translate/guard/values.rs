@@ -4,6 +4,7 @@
 use serde_json::{Map, Number, Value};
 
 use super::shown;
+use crate::naming::SERDE_JSON_PRIVATE;
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
 
@@ -25,10 +26,6 @@ pub const READ_DEPTH: usize = 100;
 /// The one key of the map that stands, in an object read from a cluster, where ferry could not
 /// read what was sent (its value says why): keys serde_json reserves for itself. Never written.
 pub const UNREAD: &str = "ferry.dev/unread";
-
-/// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
-/// in the first place of a map, serde_json reads that map as something else.
-pub const SERDE_JSON_PRIVATE: &str = "$serde_json::private::";
 
 /// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below
 /// it, an [`UNREAD`] map (read from a cluster, what is there was not read), or a key
