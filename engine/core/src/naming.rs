@@ -15,6 +15,9 @@ pub const RESERVED_PREFIX: &str = "ferry.dev/";
 /// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
 /// in the first place of a map, serde_json reads that map as something else.
 pub const SERDE_JSON_PRIVATE: &str = "$serde_json::private::";
+/// serde_json's key for a number kept as text (`arbitrary_precision`): a float, or an integer
+/// past 64 bits, comes as a map of it to the number's text.
+pub const SERDE_JSON_NUMBER: &str = "$serde_json::private::Number";
 
 /// Longest tenant name: leaves room for `-` and a useful part of the tenant namespace.
 pub const MAX_TENANT_LEN: usize = 20;

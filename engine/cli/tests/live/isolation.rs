@@ -375,8 +375,8 @@ pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
     }
     // The tenant's own status holding the same key around JSON 120 levels deep: ferry's
     // status writes answer with it, and the answer is read as the watch is (parsed by
-    // serde_json's `Value`, it held 124 levels, which the cache could not read back: the
-    // object looked gone and its copy was deleted).
+    // serde_json's `Value`, it would hold 124 levels, which the cache cannot read back: the
+    // object would look gone and its copy be deleted).
     let copy_uid = |o: &Value| o["metadata"]["uid"].as_str().unwrap_or("").to_string();
     let before = copy_uid(
         &issuer

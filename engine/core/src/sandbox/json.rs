@@ -84,7 +84,7 @@ impl<'de, 'v> Visitor<'de> for Seed<'v> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value<'v>, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if entries.is_empty() && key == NUMBER_TOKEN {
+            if entries.is_empty() && key == crate::naming::SERDE_JSON_NUMBER {
                 // serde_json (`arbitrary_precision`) hands a float or an integer past 64 bits
                 // over as a map of its text.
                 let text = map.next_value::<std::borrow::Cow<'de, str>>()?;
@@ -96,9 +96,6 @@ impl<'de, 'v> Visitor<'de> for Seed<'v> {
         Ok(self.heap.alloc(AllocDict(entries)))
     }
 }
-
-/// serde_json's key for a number kept as text.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// A number's JSON text as Starlark holds it: a 64-bit integer or a finite float; anything
 /// else is refused (the guard would refuse it in an object written without a transform).

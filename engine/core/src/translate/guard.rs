@@ -99,14 +99,8 @@ impl<'a> Guard<'a> {
         Refusal::new(self.blame, message)
     }
 
-    /// [`readable`], blaming the transform when it had the last word.
-    fn readable(&self, object: &Value) -> Result<()> {
-        readable(object).map_err(|e| self.refuse(e.message))
-    }
-
     /// Checks a super object about to be applied for a toSuper kind.
     pub fn down(&mut self, resource: &Resource, object: &Value) -> Result<()> {
-        self.readable(object)?;
         let Value::Object(top) = object else {
             return Err(self.refuse("the object to write is not an object".into()));
         };
@@ -122,6 +116,7 @@ impl<'a> Guard<'a> {
             self.metadata_rules(node, meta, &root.key("metadata"))?;
         }
         self.absent_references(&resource.plan.root, top, &root)?;
+        map_keys(top, &root, self.blame)?;
         for (key, value) in top {
             if key == "metadata" {
                 continue;
@@ -302,6 +297,7 @@ impl<'a> Guard<'a> {
         nested(value, path, self.blame)?;
         match value {
             Value::Object(map) => {
+                map_keys(map, path, self.blame)?;
                 if let Some(node) = node {
                     self.absent_references(node, map, path)?;
                 }
@@ -443,7 +439,7 @@ mod up;
 mod values;
 
 pub(super) use values::readable;
-use values::{get_str, nested, number, optional_str, string_map};
+use values::{get_str, map_keys, nested, number, optional_str, string_map};
 pub use values::{READ_DEPTH, UNREAD};
 
 #[cfg(test)]

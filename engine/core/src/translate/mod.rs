@@ -48,7 +48,7 @@ pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
 pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
 /// Annotation on a produced copy: what it was produced for, `<group>/<Kind>/<name>`.
 pub const ANN_PRODUCED_FOR: &str = "ferry.dev/produced-for";
-pub use crate::naming::{RESERVED_PREFIX, SERDE_JSON_PRIVATE};
+pub use crate::naming::{RESERVED_PREFIX, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE};
 
 /// `Result` of a translation.
 pub type Result<T, E = Refusal> = std::result::Result<T, E>;

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use ferry_core::translate::{READ_DEPTH, SERDE_JSON_PRIVATE, UNREAD};
+use ferry_core::translate::{READ_DEPTH, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE, UNREAD};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};
@@ -243,7 +243,7 @@ impl<'de> Visitor<'de> for Bounded {
 
 /// A map as serde_json's own `Value` would read it where that is safe. serde_json runs with
 /// `arbitrary_precision` and `raw_value`: a float or an integer past 64 bits comes as a map of
-/// [`NUMBER_TOKEN`] to its text, read here as that number. Any other use of a key serde_json
+/// [`SERDE_JSON_NUMBER`] to its text, read here as that number. Any other use of a key serde_json
 /// reserves (an object's own, which would be read as something else wherever the object is
 /// parsed again) becomes a map of [`UNREAD`] saying so, refused wherever it would be
 /// translated or written.
@@ -251,7 +251,7 @@ fn as_read(fields: Map<String, Value>) -> Value {
     if !fields.keys().any(|k| reserved(k)) {
         return Value::Object(fields);
     }
-    if let (1, Some(Value::String(text))) = (fields.len(), fields.get(NUMBER_TOKEN)) {
+    if let (1, Some(Value::String(text))) = (fields.len(), fields.get(SERDE_JSON_NUMBER)) {
         if let Ok(number) = text.parse::<Number>() {
             return Value::Number(number);
         }
@@ -271,9 +271,6 @@ fn unread() -> (String, Value) {
     );
     (UNREAD.to_string(), Value::String(why))
 }
-
-/// serde_json's key for a number kept as text (`arbitrary_precision`).
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// `metadata`, with the managers of `managedFields` apart.
 struct Metadata;

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{nested, number, shown, string_map, Guard, DOWN_METADATA};
+use super::{map_keys, nested, number, shown, string_map, Guard, DOWN_METADATA};
 use crate::naming::dns_label_problem;
 use crate::policy::Resource;
 use crate::schema::{Node, Rule};
@@ -17,7 +17,6 @@ impl Guard<'_> {
     /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant
     /// name and namespace, status and the `x-ferry-owner: super` fields, nothing else.
     pub fn up(&self, resource: &Resource, object: &Value) -> Result<()> {
-        self.readable(object)?;
         let Value::Object(top) = object else {
             return Err(self.refuse("what flows up is not an object".into()));
         };
@@ -49,14 +48,12 @@ impl Guard<'_> {
 
     /// Checks a read-only copy of a public object about to be written into a tenant.
     pub fn public_copy(&self, object: &Value) -> Result<()> {
-        self.readable(object)?;
         self.read_only_copy(object, &[ANN_SUPER_UID])
     }
 
     /// Checks a read-only copy of an object produced for a tenant's object: a public copy's
     /// metadata, plus what it was produced for, in one of the tenant's namespaces.
     pub fn produced_copy(&self, object: &Value) -> Result<()> {
-        self.readable(object)?;
         self.read_only_copy(object, &[ANN_SUPER_UID, ANN_PRODUCED_FOR])?;
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
         if let Some(why) = dns_label_problem(namespace) {
@@ -103,7 +100,7 @@ impl Guard<'_> {
     }
 }
 
-/// Every number in `value`, and its depth.
+/// Every number in `value`, its depth and its maps' keys.
 fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
     nested(value, path, Reason::Invalid)?;
     match value {
@@ -112,7 +109,10 @@ fn numbers(value: &Value, path: &Path<'_>) -> Result<()> {
             .iter()
             .enumerate()
             .try_for_each(|(i, v)| numbers(v, &path.index(i))),
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| numbers(v, &path.key(k))),
+        Value::Object(map) => {
+            map_keys(map, path, Reason::Invalid)?;
+            map.iter().try_for_each(|(k, v)| numbers(v, &path.key(k)))
+        }
         _ => Ok(()),
     }
 }

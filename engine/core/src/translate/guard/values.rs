@@ -28,37 +28,49 @@ pub const READ_DEPTH: usize = 100;
 pub const UNREAD: &str = "ferry.dev/unread";
 
 /// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below
-/// it, an [`UNREAD`] map (read from a cluster, what is there was not read), or a key
-/// serde_json reserves (what it says depends on where the key lands when the object is
-/// parsed again).
+/// it, or a map [`map_keys`] refuses: read from a cluster, what is there was not read. What a
+/// transform is given; the guard's own walks check the keys as they go.
 pub(crate) fn readable(value: &Value) -> Result<()> {
-    fn unread(value: &Value, path: &Path<'_>, depth: usize) -> Option<String> {
+    fn walk(value: &Value, path: &Path<'_>, depth: usize) -> Result<()> {
         match value {
-            Value::Object(_) | Value::Array(_) if depth > READ_DEPTH => Some(format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)")),
-            Value::Object(map) if map.keys().any(|k| k.starts_with(SERDE_JSON_PRIVATE)) => {
-                Some(format!("{path}: a key under {SERDE_JSON_PRIVATE}, which serde_json reads as something else (a number, or text as JSON)"))
+            Value::Object(_) | Value::Array(_) if depth > READ_DEPTH => Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}: nested deeper than {READ_DEPTH} levels of maps and lists (ferry reads maps and lists at most {READ_DEPTH} deep from a cluster, so it cannot translate what is below)"),
+            )),
+            Value::Object(map) => {
+                map_keys(map, path, Reason::Invalid)?;
+                map.iter()
+                    .try_for_each(|(k, v)| walk(v, &path.key(k), depth + 1))
             }
-            Value::Object(map) => match map.get(UNREAD) {
-                Some(why) => {
-                    let at = path.to_string();
-                    let at = if at.is_empty() { "the object".into() } else { at };
-                    Some(format!("{at}: {}", why.as_str().unwrap_or("not read")))
-                }
-                None => map
-                    .iter()
-                    .find_map(|(k, v)| unread(v, &path.key(k), depth + 1)),
-            },
             Value::Array(items) => items
                 .iter()
                 .enumerate()
-                .find_map(|(i, v)| unread(v, &path.index(i), depth + 1)),
-            _ => None,
+                .try_for_each(|(i, v)| walk(v, &path.index(i), depth + 1)),
+            _ => Ok(()),
         }
     }
-    match unread(value, &Path::Root, 0) {
-        None => Ok(()),
-        Some(message) => Err(Refusal::new(Reason::Invalid, message)),
+    walk(value, &Path::Root, 0)
+}
+
+/// Refuses the map at `path`, blaming `blame`, if it is an [`UNREAD`] map (saying why) or
+/// holds a key serde_json reserves (what it says depends on where the key lands when the
+/// object is parsed again).
+pub(super) fn map_keys(map: &Map<String, Value>, path: &Path<'_>, blame: Reason) -> Result<()> {
+    let at = || match path.to_string() {
+        at if at.is_empty() => "the object".to_string(),
+        at => at,
+    };
+    if let Some(why) = map.get(UNREAD) {
+        let why = why.as_str().unwrap_or("not read");
+        return Err(Refusal::new(blame, format!("{}: {why}", at())));
     }
+    if map.keys().any(|k| k.starts_with(SERDE_JSON_PRIVATE)) {
+        return Err(Refusal::new(
+            blame,
+            format!("{}: a key under {SERDE_JSON_PRIVATE}, which serde_json reads as something else (a number, or text as JSON)", at()),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a map or list past [`MAX_DEPTH`] levels at `path` (the object is level 1), blaming
