@@ -293,6 +293,7 @@ macro_rules! scenarios {
 scenarios!(
     propagation,
     status_flows_up,
+    status_racing_tenant_writes,
     drift_repaired,
     deletes_while_down,
     unowned_left_alone,

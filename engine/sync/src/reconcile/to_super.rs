@@ -9,7 +9,6 @@ use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
-use crate::cache::Served;
 use crate::decide::{self, Action};
 use crate::deps;
 use crate::key::Key;
@@ -105,11 +104,6 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         }
         self.tenant.ledger().unsettle(key);
-        let at = At {
-            place: (&super_ns, &super_name),
-            targets: &targets,
-            tenant_kind: &tenant_kind,
-        };
         // Only what flows up can have changed since every copy was found holding what this
         // object asks for: no translation.
         if let (Some(object), true) = (&object, reduced && wanted) {
@@ -117,7 +111,7 @@ impl Reconciler<'_> {
                 self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
             {
                 let up = self
-                    .flow_up(key, resource, (object, &current), seen, at)
+                    .flow_up(key, resource, (object, &current), seen, &tenant_kind)
                     .await?;
                 return Ok(Outcome::wrote(up));
             }
@@ -193,6 +187,12 @@ impl Reconciler<'_> {
         let (desired, hash) = decide::stamped(translated.object);
         let mut status_from = None;
         let mut applied = false;
+        // The copies' versions as this reconcile leaves them: what it found, its writes'
+        // answers, none where it deleted one (what is settled if nothing flows up).
+        let mut left: Vec<Option<String>> = copies
+            .iter()
+            .map(|c| c.as_ref().map(|(c, _)| rv(c).to_string()))
+            .collect();
         // A super that fails does not stop the others; the first failure is returned at the
         // end, and the key retried.
         let mut failed = None;
@@ -231,6 +231,7 @@ impl Reconciler<'_> {
             {
                 Ok(Ok((current, wrote))) => {
                     applied |= wrote;
+                    left[i] = Some(rv(&current).to_string());
                     if i == source {
                         status_from = Some(current);
                     }
@@ -250,7 +251,14 @@ impl Reconciler<'_> {
                 .delete_copies(key, idx, (&super_ns, &super_name), &copies, &targets)
                 .await
             {
-                Ok(deleted) => applied |= deleted.wrote,
+                Ok(deleted) => {
+                    applied |= deleted.wrote;
+                    for (i, version) in left.iter_mut().enumerate() {
+                        if !targets.contains(&i) {
+                            *version = None;
+                        }
+                    }
+                }
                 Err(e) => {
                     failed.get_or_insert(e);
                 }
@@ -266,8 +274,12 @@ impl Reconciler<'_> {
         if complete && tenant_cache.check(&object) {
             self.tenant.ledger().check(key, context, &hash);
         }
+        let seen = Seen {
+            copy: versions(left.iter().map(Option::as_deref), &targets),
+            ..seen
+        };
         let up = self
-            .flow_up(key, resource, (&object, &current), seen, at)
+            .flow_up(key, resource, (&object, &current), seen, &tenant_kind)
             .await?;
         Ok(Outcome::wrote(applied || up))
     }
@@ -450,15 +462,6 @@ impl Reconciler<'_> {
         tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, "deleted the super copy");
         Ok(Outcome::wrote(true))
     }
-}
-
-/// Where a key's copies are: their namespace and name in every super, the supers that are to
-/// hold one (the first is where status comes from), and the tenant kind status flows into.
-#[derive(Clone, Copy)]
-pub(super) struct At<'a> {
-    pub place: (&'a str, &'a str),
-    pub targets: &'a [usize],
-    pub tenant_kind: &'a Served,
 }
 
 /// ferry's copy of a key in one super, as the cache holds it (and whether it is checked).

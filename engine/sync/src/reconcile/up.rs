@@ -4,7 +4,6 @@ use ferry_core::policy::Resource;
 use ferry_core::schema::{Node, Rule};
 use serde_json::Value;
 
-use super::to_super::{versions, At};
 use super::{Reconciler, Result};
 use crate::cache::Served;
 use crate::decide;
@@ -15,36 +14,27 @@ use crate::write::Precondition;
 
 impl Reconciler<'_> {
     /// Status and super-owned fields of `current` (the copy in the first target) flow up into
-    /// `object`; with nothing to write, `seen` (with the copies' versions now) is recorded as
-    /// settled. Whether anything was written.
+    /// `object`; with nothing to write, `seen` is recorded as settled. `seen` names the
+    /// copies' versions this reconcile acted on (the answers of its own writes, else the
+    /// versions it read at its start), never the caches' versions now: a super controller's
+    /// status that reached the cache meanwhile was not looked at, and must bring the key
+    /// back. Whether anything was written.
     pub(super) async fn flow_up(
         &self,
         key: &Key,
         resource: &Resource,
         (object, current): (&Value, &Value),
         seen: Seen,
-        at: At<'_>,
+        tenant_kind: &Served,
     ) -> Result<bool> {
-        let Kind::Resource(idx) = key.kind else {
+        if !matches!(key.kind, Kind::Resource(_)) {
             return Ok(false);
-        };
+        }
         self.accepted(key);
         self.set_synced(key, true);
-        let up = self
-            .up(key, resource, object, current, at.tenant_kind)
-            .await?;
+        let up = self.up(key, resource, object, current, tenant_kind).await?;
         if !up {
-            // After a write, the watch event of that write brings this very resourceVersion
-            // back: recording it now saves translating the object once more.
-            let (super_ns, super_name) = at.place;
-            let now: Vec<Option<String>> = self
-                .shared
-                .supers
-                .iter()
-                .map(|s| s.caches[idx].resource_version(super_ns, super_name))
-                .collect();
-            let copy = versions(now.iter().map(Option::as_deref), at.targets);
-            self.tenant.ledger().settle(key, Seen { copy, ..seen });
+            self.tenant.ledger().settle(key, seen);
         }
         Ok(up)
     }
