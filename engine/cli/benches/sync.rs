@@ -19,6 +19,8 @@
 //!   as fast as it can, over the same on an idle engine; beside it the same without ferry (a
 //!   quiet client's direct creates while a noisy one writes with as many in flight as ferry
 //!   lets a tenant hold then, and one), what the super API server on its core gives by itself;
+//! - `FERRY_BENCH_ONLY=watchers`: the super's CPU per direct create with one more watcher of
+//!   every Database, of whole objects and of metadata only, over none (`sync/watchers.rs`);
 //! - restart with 100,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes, and the
 //!   time until converged over the time a plain client takes to LIST both sides.
 //!
@@ -42,6 +44,8 @@ mod cost;
 mod load;
 #[path = "sync/restart.rs"]
 mod restart;
+#[path = "sync/watchers.rs"]
+mod watchers;
 
 use cost::Cost;
 use ferry_sync::workers::SHARING;
@@ -85,8 +89,8 @@ async fn main() -> Result<()> {
     let after = |ferry: &Ferry, phase: &str| {
         println!("ferry's RSS after {phase}: +{:.1} MB", grown(ferry) / 1e6);
     };
-    // `FERRY_BENCH_ONLY=memory`, `cost` or `latency` (with fairness): one figure alone, for
-    // profiling.
+    // `FERRY_BENCH_ONLY=memory`, `cost`, `latency` (with fairness), `restart` or `watchers`:
+    // one figure alone, for profiling.
     let only = std::env::var("FERRY_BENCH_ONLY").unwrap_or_default();
     if only == "memory" {
         for _ in 0..ROUNDS {
@@ -164,6 +168,9 @@ async fn main() -> Result<()> {
     let mut super_pids = vec![ferry_testkit::faults::pid("super")?];
     if own_etcd {
         super_pids.push(ferry_testkit::faults::pid("etcd")?);
+    }
+    if only == "watchers" {
+        return watchers::watchers(s, &super_pids).await;
     }
     let ferry_pid = ferry.pid().context("ferry runs")?;
     let cost = || Cost::now(s, &super_pids, ferry_pid);
