@@ -165,13 +165,6 @@ impl Cache {
         }
     }
 
-    /// The resourceVersion of the object at `namespace`/`name`, read without building it.
-    pub fn resource_version(&self, namespace: &str, name: &str) -> Option<String> {
-        let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());
-        let held = objects.get(namespace, name)?;
-        head(held).map(|h| h.metadata.resource_version.to_string())
-    }
-
     /// Whether an object is at `namespace`/`name`.
     pub fn contains(&self, namespace: &str, name: &str) -> bool {
         let objects = self.objects.read().unwrap_or_else(|e| e.into_inner());

@@ -56,31 +56,36 @@ impl Extra {
         };
         let task = match self {
             Extra::None => None,
-            Extra::Whole => Some(tokio::spawn(async move {
-                let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
-                while let Some(event) = stream.next().await {
-                    match event {
-                        Ok(Event::InitDone) => seen(true, None),
-                        Ok(Event::Apply(o)) => seen(false, o.metadata.namespace.as_deref()),
-                        _ => {}
-                    }
-                }
-            })),
-            Extra::Metadata => Some(tokio::spawn(async move {
+            Extra::Whole => Some(tokio::spawn(count_events(api, seen))),
+            Extra::Metadata => {
                 let gvk = GroupVersionKind::gvk("example.com", "v1", "Database");
                 let resource = ApiResource::from_gvk_with_plural(&gvk, "databases");
                 let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(s, &resource);
-                let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
-                while let Some(event) = stream.next().await {
-                    match event {
-                        Ok(Event::InitDone) => seen(true, None),
-                        Ok(Event::Apply(o)) => seen(false, o.metadata.namespace.as_deref()),
-                        _ => {}
-                    }
-                }
-            })),
+                Some(tokio::spawn(count_events(api, seen)))
+            }
         };
         (count, task)
+    }
+}
+
+/// Watches `api` until aborted, telling `seen` when its list is done and the namespace of
+/// every object it is told of.
+async fn count_events<K>(api: Api<K>, seen: impl Fn(bool, Option<&str>))
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::InitDone) => seen(true, None),
+            Ok(Event::Apply(o)) => seen(false, o.meta().namespace.as_deref()),
+            _ => {}
+        }
     }
 }
 

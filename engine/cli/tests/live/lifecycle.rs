@@ -216,10 +216,10 @@ pub async fn leader_election(identity: Identity) -> Result<()> {
         "the follower wrote:\n{}",
         second.log()
     );
-    ensure!(
-        first.metric("ferry_writes_total", &[]).await? > 0.0,
-        "the leader did not write"
-    );
+    eventually("the leader counts its write", WAIT, || async {
+        Ok((first.metric("ferry_writes_total", &[]).await? > 0.0).then_some(()))
+    })
+    .await?;
     // The leader leaves (releasing the lease); the follower takes over.
     first.stop()?;
     eventually("second replica leads", Duration::from_secs(30), || async {
@@ -231,10 +231,11 @@ pub async fn leader_election(identity: Identity) -> Result<()> {
         .at(&s, &super_ns, "later")
         .until("synced by the new leader", |_| true)
         .await?;
-    ensure!(
-        second.metric("ferry_writes_total", &[]).await? > 0.0,
-        "the new leader did not write"
-    );
+    // A write is counted once its answer is read, which may be after the copy is visible.
+    eventually("the new leader counts its write", WAIT, || async {
+        Ok((second.metric("ferry_writes_total", &[]).await? > 0.0).then_some(()))
+    })
+    .await?;
     env.finish(second).await
 }
 

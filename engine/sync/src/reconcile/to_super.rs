@@ -111,7 +111,7 @@ impl Reconciler<'_> {
                 self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
             {
                 let up = self
-                    .flow_up(key, resource, (object, &current), seen, &tenant_kind)
+                    .flow_up(key, resource, (object, &current), Some(seen), &tenant_kind)
                     .await?;
                 return Ok(Outcome::wrote(up));
             }
@@ -253,8 +253,13 @@ impl Reconciler<'_> {
             {
                 Ok(deleted) => {
                     applied |= deleted.wrote;
+                    // Gone where it was deleted; a copy already being deleted (a finalizer
+                    // holds it) is left as it was, and stays in `left` as found.
                     for (i, version) in left.iter_mut().enumerate() {
-                        if !targets.contains(&i) {
+                        let found = copies[i].as_ref().map(|(c, _)| c.as_ref());
+                        if !targets.contains(&i)
+                            && matches!(decide::remove(found), Action::Delete { .. })
+                        {
                             *version = None;
                         }
                     }
@@ -278,8 +283,16 @@ impl Reconciler<'_> {
             copy: versions(left.iter().map(Option::as_deref), &targets),
             ..seen
         };
+        // A target that does not serve the kind yet has no copy: not settled, so that the
+        // patrol looks again (its first list, empty, reports nothing that would).
         let up = self
-            .flow_up(key, resource, (&object, &current), seen, &tenant_kind)
+            .flow_up(
+                key,
+                resource,
+                (&object, &current),
+                complete.then_some(seen),
+                &tenant_kind,
+            )
             .await?;
         Ok(Outcome::wrote(applied || up))
     }

@@ -14,7 +14,7 @@ use crate::write::Precondition;
 
 impl Reconciler<'_> {
     /// Status and super-owned fields of `current` (the copy in the first target) flow up into
-    /// `object`; with nothing to write, `seen` is recorded as settled. `seen` names the
+    /// `object`; with nothing to write, `seen` (if any) is recorded as settled. `seen` names the
     /// copies' versions this reconcile acted on (the answers of its own writes, else the
     /// versions it read at its start), never the caches' versions now: a super controller's
     /// status that reached the cache meanwhile was not looked at, and must bring the key
@@ -24,7 +24,7 @@ impl Reconciler<'_> {
         key: &Key,
         resource: &Resource,
         (object, current): (&Value, &Value),
-        seen: Seen,
+        seen: Option<Seen>,
         tenant_kind: &Served,
     ) -> Result<bool> {
         if !matches!(key.kind, Kind::Resource(_)) {
@@ -33,7 +33,7 @@ impl Reconciler<'_> {
         self.accepted(key);
         self.set_synced(key, true);
         let up = self.up(key, resource, object, current, tenant_kind).await?;
-        if !up {
+        if let (false, Some(seen)) = (up, seen) {
             self.tenant.ledger().settle(key, seen);
         }
         Ok(up)
