@@ -279,20 +279,12 @@ impl Reconciler<'_> {
         if complete && tenant_cache.check(&object) {
             self.tenant.ledger().check(key, context, &hash);
         }
-        let seen = Seen {
-            copy: versions(left.iter().map(Option::as_deref), &targets),
-            ..seen
-        };
+        let copy = versions(left.iter().map(Option::as_deref), &targets);
         // A target that does not serve the kind yet has no copy: not settled, so that the
         // patrol looks again (its first list, empty, reports nothing that would).
+        let settle = complete.then_some(Seen { copy, ..seen });
         let up = self
-            .flow_up(
-                key,
-                resource,
-                (&object, &current),
-                complete.then_some(seen),
-                &tenant_kind,
-            )
+            .flow_up(key, resource, (&object, &current), settle, &tenant_kind)
             .await?;
         Ok(Outcome::wrote(applied || up))
     }
