@@ -19,6 +19,9 @@
 //!   as fast as it can, over the same on an idle engine; beside it the same without ferry (a
 //!   quiet client's direct creates while a noisy one writes with as many in flight as ferry
 //!   lets a tenant hold then, and one), what the super API server on its core gives by itself;
+//!   and where the quiet tenant's time went: its own API server (answered → seen by a watch
+//!   there), the hop to the super, and how the super answered ferry's requests meanwhile
+//!   (`ferry_request_seconds`);
 //! - `FERRY_BENCH_ONLY=watchers`: the super's CPU per direct create with one more watcher of
 //!   every Database, of whole objects and of metadata only, over none (`sync/watchers.rs`);
 //! - restart with 100,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes, and the
@@ -40,6 +43,8 @@ use serde_json::json;
 
 #[path = "sync/cost.rs"]
 mod cost;
+#[path = "sync/fairness.rs"]
+mod fairness;
 #[path = "sync/load.rs"]
 mod load;
 #[path = "sync/restart.rs"]
@@ -48,6 +53,7 @@ mod restart;
 mod watchers;
 
 use cost::Cost;
+use fairness::*;
 use ferry_sync::workers::SHARING;
 use load::*;
 
@@ -105,17 +111,20 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     if only == "latency" {
-        let before = cost::Reconciles::read(&ferry).await?;
+        let before = cost::Within::reconciles(&ferry).await?;
         let series = direct_and_synced_latencies(s, a).await?;
-        reconciles_against_hops(&ferry, before, &series.hop).await?;
+        reconciles_against_hops(&ferry, before, &series.synced.hop).await?;
         for (what, ms) in [
             ("direct", &series.direct),
-            ("synced", &series.synced),
+            ("synced", &series.synced.total),
             (
                 "tenant create to visible in the tenant",
-                &series.tenant_visible,
+                &series.synced.tenant_visible,
             ),
-            ("visible in the tenant to visible in the super", &series.hop),
+            (
+                "visible in the tenant to visible in the super",
+                &series.synced.hop,
+            ),
         ] {
             let p = |q| percentile(ms.clone(), q);
             println!(
@@ -126,14 +135,14 @@ async fn main() -> Result<()> {
                 p(1.0)
             );
         }
-        let floor = p99_of_sum(&series.tenant_visible, &series.direct);
+        let floor = p99_of_sum(&series.synced.tenant_visible, &series.direct);
         println!(
             "latency: a syncer taking no time would add p99 {:.1} ms",
             floor - percentile(series.direct.clone(), 0.99)
         );
         after(&ferry, "the latency series");
-        let (idle, loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
-        println!("fairness: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
+        let (idle, loaded) = fairness(&ferry, a, clusters.tenant("team-b"), s).await?;
+        println!("fairness: {}", quiet_split(&idle, &loaded));
         settle(&ferry).await?;
         after(&ferry, "fairness");
         for in_flight in [SHARING, 1] {
@@ -250,11 +259,14 @@ async fn main() -> Result<()> {
     if only == "cost" {
         return Ok(());
     }
-    let before = cost::Reconciles::read(&ferry).await?;
+    let before = cost::Within::reconciles(&ferry).await?;
     let series = direct_and_synced_latencies(s, a).await?;
-    let (reconcile_8, reconcile_16) = reconciles_against_hops(&ferry, before, &series.hop).await?;
+    let (reconcile_8, reconcile_16) =
+        reconciles_against_hops(&ferry, before, &series.synced.hop).await?;
     after(&ferry, "the latency series");
-    let (quiet_idle, quiet_loaded) = fairness(a, clusters.tenant("team-b"), s).await?;
+    let (quiet_split_idle, quiet_split_loaded) =
+        fairness(&ferry, a, clusters.tenant("team-b"), s).await?;
+    let (quiet_idle, quiet_loaded) = (quiet_split_idle.p99[0], quiet_split_loaded.p99[0]);
     // The noisy tenant's objects still on their way: the next measurements need an idle
     // engine, and memory is counted once every object is synced.
     settle(&ferry).await?;
@@ -265,6 +277,10 @@ async fn main() -> Result<()> {
     let (single_idle, single_loaded) = fairness_direct(s, 1).await?;
     let fairness_single_ratio = single_loaded / single_idle;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");
+    println!(
+        "fairness: {}",
+        quiet_split(&quiet_split_idle, &quiet_split_loaded)
+    );
     println!("fairness without ferry: a quiet client's p99 direct create {direct_loaded:.1} ms while another writes {NOISY_OBJECTS} with {SHARING} in flight, {direct_idle:.1} ms idle: {fairness_direct_ratio:.2}x (the super API server's own); with 1 in flight {single_loaded:.1} ms, {single_idle:.1} ms idle: {fairness_single_ratio:.2}x");
     // Every synced object is now in both of ferry's caches (tenant and super): settled after
     // fairness.
@@ -274,14 +290,14 @@ async fn main() -> Result<()> {
     let rss_per_object = grown(&ferry) / synced_objects;
     let p = |ms: &Vec<f64>, q| percentile(ms.clone(), q);
     let (d50, d99) = (p(&series.direct, 0.5), p(&series.direct, 0.99));
-    let (s50, s99) = (p(&series.synced, 0.5), p(&series.synced, 0.99));
+    let (s50, s99) = (p(&series.synced.total, 0.5), p(&series.synced.total, 0.99));
     let (t50, t99) = (
-        p(&series.tenant_visible, 0.5),
-        p(&series.tenant_visible, 0.99),
+        p(&series.synced.tenant_visible, 0.5),
+        p(&series.synced.tenant_visible, 0.99),
     );
-    let (h50, h99) = (p(&series.hop, 0.5), p(&series.hop, 0.99));
+    let (h50, h99) = (p(&series.synced.hop, 0.5), p(&series.synced.hop, 0.99));
     // What the tenant's own create and watch add, before any syncer can act.
-    let floor99 = p99_of_sum(&series.tenant_visible, &series.direct) - d99;
+    let floor99 = p99_of_sum(&series.synced.tenant_visible, &series.direct) - d99;
     let ratio = median(&synced) / median(&direct);
 
     // Before the restart's objects, which every ferry started later would list.
@@ -339,12 +355,19 @@ async fn main() -> Result<()> {
             json!({"p50": h50, "p99": h99}),
         ),
         ("added_latency_floor_ms", json!({"p99": floor99})),
+        (
+            "fairness_quiet_split_p99_ms",
+            json!({
+                "idle": quiet_json(&quiet_split_idle),
+                "loaded": quiet_json(&quiet_split_loaded),
+            }),
+        ),
         ("super_idle_cpu_per_second", json!(idle_per_second)),
         (
             "latency_tail_percent",
             json!({
-                "hop_over_8ms": cost::share_over(&series.hop, 8.0),
-                "hop_over_16ms": cost::share_over(&series.hop, 16.0),
+                "hop_over_8ms": cost::share_over(&series.synced.hop, 8.0),
+                "hop_over_16ms": cost::share_over(&series.synced.hop, 16.0),
                 "reconcile_over_8ms": reconcile_8,
                 "reconcile_over_16ms": reconcile_16,
             }),
@@ -409,6 +432,33 @@ async fn tenants_50(dir: &Path, settings: &Settings) -> Result<(f64, f64)> {
     Ok((ready_50, rss_per_tenant))
 }
 
+/// The quiet tenant's series idle and loaded ([`Quiet`]), as a line.
+fn quiet_split(idle: &Quiet, loaded: &Quiet) -> String {
+    let parts = |q: &Quiet| {
+        let [total, tenant, hop] = q.p99;
+        format!(
+            "{total:.1} ms (answered to visible in the tenant {tenant:.1}, then to the super {hop:.1}; the super answered {:.1}% of ferry's {:.0} requests in over 32 ms, {:.1}% in over 128 ms)",
+            q.super_over[0], q.super_requests, q.super_over[1]
+        )
+    };
+    format!(
+        "the quiet tenant's p99 loaded {}, idle {}",
+        parts(loaded),
+        parts(idle)
+    )
+}
+
+/// [`Quiet`]'s parts in the report.
+fn quiet_json(q: &Quiet) -> serde_json::Value {
+    json!({
+        "tenant_visible": q.p99[1],
+        "tenant_to_super": q.p99[2],
+        "super_requests": q.super_requests,
+        "super_requests_over_32ms_percent": q.super_over[0],
+        "super_requests_over_128ms_percent": q.super_over[1],
+    })
+}
+
 /// The ferry measured: this build's, or `FERRY_BENCH_FERRY` (another build, for a comparison
 /// on the same control planes).
 fn ferry_binary() -> std::path::PathBuf {
@@ -422,10 +472,11 @@ fn ferry_binary() -> std::path::PathBuf {
 /// writes' percentages.
 async fn reconciles_against_hops(
     ferry: &Ferry,
-    before: cost::Reconciles,
+    before: cost::Within,
     hops: &[f64],
 ) -> Result<(f64, f64)> {
-    let (over_8, over_16, writes) = cost::Reconciles::read(ferry).await?.since(before).over();
+    let (over, writes) = cost::Within::reconciles(ferry).await?.since(before).over();
+    let (over_8, over_16) = (over[0], over[1]);
     println!(
         "latency tail: {:.1}% of hops over 8 ms, {:.1}% over 16 ms; of ferry's {writes:.0} writes (queued to answered) {over_8:.1}% over 8 ms, {over_16:.1}% over 16 ms",
         cost::share_over(hops, 8.0),

@@ -24,6 +24,12 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// The buckets of `ferry_sync_latency_seconds` and `ferry_request_seconds`: 1 ms to 32 s,
+/// doubling.
+fn latency_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
 /// Every metric ferry exports.
 pub struct Metrics {
     registry: Registry,
@@ -35,6 +41,9 @@ pub struct Metrics {
     pub queue_depth: Family<Labels, Gauge>,
     /// From a change being noticed to the write that follows it, in seconds.
     pub sync_latency: Histogram,
+    /// How long each cluster took to answer ferry's requests through its writer (writes,
+    /// and the reads made there), by cluster, in seconds.
+    pub requests: Family<Labels, Histogram, fn() -> Histogram>,
     /// Refused objects, by tenant and reason.
     pub refusals: Family<Labels, Counter>,
     /// Time spent translating objects of kinds with transforms, in seconds.
@@ -56,7 +65,9 @@ impl Default for Metrics {
         let writes = Family::<Labels, Counter>::default();
         let synced = Family::<Labels, Gauge>::default();
         let queue_depth = Family::<Labels, Gauge>::default();
-        let sync_latency = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let sync_latency = latency_buckets();
+        let requests =
+            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(latency_buckets);
         let refusals = Family::<Labels, Counter>::default();
         let transform_time = Histogram::new(exponential_buckets(0.00002, 2.0, 16));
         let errors = Family::<Labels, Counter>::default();
@@ -78,6 +89,11 @@ impl Default for Metrics {
             "sync_latency_seconds",
             "From a change being noticed to the write that follows it",
             sync_latency.clone(),
+        );
+        registry.register(
+            "request_seconds",
+            "How long a cluster took to answer a write (or a read made with the writes), by cluster",
+            requests.clone(),
         );
         registry.register(
             "refusals",
@@ -111,6 +127,7 @@ impl Default for Metrics {
             synced,
             queue_depth,
             sync_latency,
+            requests,
             refusals,
             transform_time,
             errors,

@@ -169,10 +169,20 @@ impl Writer {
         }
     }
 
-    /// `result` as it is, noting whether the cluster answered at all. An answer that cannot
-    /// be read (an object nested past the parser's limit, say) is an answer: that request
-    /// fails, and the cluster's other requests go on.
-    fn answered<T>(&self, result: kube::Result<T>) -> kube::Result<T> {
+    /// What `request` gives, noting whether the cluster answered at all and how long it took
+    /// (`ferry_request_seconds`). An answer that cannot be read (an object nested past the
+    /// parser's limit, say) is an answer: that request fails, and the cluster's other
+    /// requests go on.
+    async fn answered<T>(
+        &self,
+        request: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> kube::Result<T> {
+        let sent = Instant::now();
+        let result = request.await;
+        self.metrics
+            .requests
+            .get_or_create(&labels(&[("cluster", &self.cluster)]))
+            .observe(sent.elapsed().as_secs_f64());
         let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
         match &result {
             Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_) => {
@@ -212,7 +222,7 @@ impl Writer {
         // Parsed as the caches parse a watch (`cache/wire.rs`): an object nested too deep to
         // read whole is read as the watch holds it, and refused, not retried.
         let api = self.api_of::<Wire>(resource, namespace);
-        let found = self.answered(api.get_opt(name).await)?;
+        let found = self.answered(api.get_opt(name)).await?;
         Ok(found.map(|o| o.into_value(resource)))
     }
 
@@ -220,7 +230,7 @@ impl Writer {
     pub async fn cluster_uid(&self) -> Result<String> {
         self.reachable()?;
         let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone());
-        let ns = self.answered(api.get("kube-system").await)?;
+        let ns = self.answered(api.get("kube-system")).await?;
         Ok(ns.metadata.uid.unwrap_or_default())
     }
 
@@ -228,7 +238,9 @@ impl Writer {
     pub async fn holds_any(&self, resource: &ApiResource) -> Result<bool> {
         self.reachable()?;
         let params = kube::api::ListParams::default().limit(1);
-        let list = self.answered(self.api(resource, "").list_metadata(&params).await)?;
+        let list = self
+            .answered(self.api(resource, "").list_metadata(&params))
+            .await?;
         Ok(!list.items.is_empty())
     }
 
@@ -280,11 +292,12 @@ impl Writer {
             ..PatchParams::default()
         };
         let cleaned = self
-            .answered(
-                self.api(resource, &namespace)
-                    .patch(&name, &params, &Patch::<()>::Json(patch))
-                    .await,
-            )
+            .answered(self.api(resource, &namespace).patch(
+                &name,
+                &params,
+                &Patch::<()>::Json(patch),
+            ))
+            .await
             .map_err(|e| Error::Cleanup(Box::new(e.into())))?;
         self.count(
             "patch",
@@ -337,9 +350,11 @@ impl Writer {
         let api = self.api_of::<K>(resource, &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let out = if status {
-            self.answered(api.patch_status(&name, &params, &Patch::Apply(&o)).await)?
+            self.answered(api.patch_status(&name, &params, &Patch::Apply(&o)))
+                .await?
         } else {
-            self.answered(api.patch(&name, &params, &Patch::Apply(&o)).await)?
+            self.answered(api.patch(&name, &params, &Patch::Apply(&o)))
+                .await?
         };
         let verb = if status { "apply-status" } else { "apply" };
         self.count(verb, format_args!("{} {namespace}/{name}", resource.kind));
@@ -360,11 +375,13 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        let out = self.answered(
-            self.api_of::<Wire>(resource, namespace)
-                .patch(name, &params, &Patch::Merge(patch))
-                .await,
-        )?;
+        let out = self
+            .answered(self.api_of::<Wire>(resource, namespace).patch(
+                name,
+                &params,
+                &Patch::Merge(patch),
+            ))
+            .await?;
         self.count(
             "patch",
             format_args!("{} {namespace}/{name}", resource.kind),
@@ -381,7 +398,9 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let out = self.answered(self.api(resource, &namespace).create(&params, &o).await)?;
+        let out = self
+            .answered(self.api(resource, &namespace).create(&params, &o))
+            .await?;
         self.count(
             "create",
             format_args!(
@@ -403,11 +422,9 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let out = self.answered(
-            self.api(resource, &namespace)
-                .replace(&name, &params, &o)
-                .await,
-        )?;
+        let out = self
+            .answered(self.api(resource, &namespace).replace(&name, &params, &o))
+            .await?;
         self.count(
             "replace",
             format_args!("{} {namespace}/{name}", resource.kind),
@@ -432,7 +449,10 @@ impl Writer {
             }),
             ..DeleteParams::background()
         };
-        match self.answered(self.api(resource, namespace).delete(name, &params).await) {
+        match self
+            .answered(self.api(resource, namespace).delete(name, &params))
+            .await
+        {
             Ok(_) => {
                 self.count(
                     "delete",

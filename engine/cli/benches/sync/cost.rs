@@ -129,44 +129,61 @@ impl Cost {
     }
 }
 
-/// Of ferry's writes, how many were done within 8 and 16 ms of their change being queued
-/// (`ferry_sync_latency_seconds`, whose span ends when the write's request is answered).
-#[derive(Clone, Copy, Default)]
-pub struct Reconciles {
-    within_8ms: f64,
-    within_16ms: f64,
+/// How many of the observations of one of ferry's histograms fell within some of its bucket
+/// bounds, and how many there were.
+#[derive(Clone, Default)]
+pub struct Within {
+    within: Vec<f64>,
     all: f64,
 }
 
-impl Reconciles {
-    pub async fn read(ferry: &ferry_testkit::live::Ferry) -> Result<Self> {
+impl Within {
+    /// `metric`'s (`…_bucket`) series with `labels`, at each of `bounds` (as `le` reads).
+    pub async fn read(
+        ferry: &ferry_testkit::live::Ferry,
+        metric: &str,
+        labels: &[(&str, &str)],
+        bounds: &[&str],
+    ) -> Result<Self> {
         let (_, body) = ferry.get("/metrics").await?;
         let bucket = |le: &str| {
-            ferry_testkit::live::sum_metric(
-                &body,
-                "ferry_sync_latency_seconds_bucket",
-                &[("le", le)],
-            )
+            let mut with = labels.to_vec();
+            with.push(("le", le));
+            ferry_testkit::live::sum_metric(&body, metric, &with)
         };
         Ok(Self {
-            within_8ms: bucket("0.008"),
-            within_16ms: bucket("0.016"),
+            within: bounds.iter().map(|le| bucket(le)).collect(),
             all: bucket("+Inf"),
         })
     }
 
+    /// Of ferry's writes, how many were done within 8 and 16 ms of their change being queued
+    /// (`ferry_sync_latency_seconds`, whose span ends when the write's request is answered).
+    pub async fn reconciles(ferry: &ferry_testkit::live::Ferry) -> Result<Self> {
+        let metric = "ferry_sync_latency_seconds_bucket";
+        Self::read(ferry, metric, &[], &["0.008", "0.016"]).await
+    }
+
+    /// Of ferry's requests to the super cluster, how many it answered within 32 and 128 ms
+    /// (`ferry_request_seconds`).
+    pub async fn super_requests(ferry: &ferry_testkit::live::Ferry) -> Result<Self> {
+        let metric = "ferry_request_seconds_bucket";
+        Self::read(ferry, metric, &[("cluster", "super")], &["0.032", "0.128"]).await
+    }
+
     pub fn since(self, before: Self) -> Self {
         Self {
-            within_8ms: self.within_8ms - before.within_8ms,
-            within_16ms: self.within_16ms - before.within_16ms,
+            within: (self.within.iter().zip(&before.within))
+                .map(|(now, then)| now - then)
+                .collect(),
             all: self.all - before.all,
         }
     }
 
-    /// The percentage of writes over 8 and over 16 ms, and how many writes there were.
-    pub fn over(self) -> (f64, f64, f64) {
-        let pct = |within: f64| 100.0 * (1.0 - within / self.all.max(1.0));
-        (pct(self.within_8ms), pct(self.within_16ms), self.all)
+    /// The percentage over each bound, and how many there were.
+    pub fn over(&self) -> (Vec<f64>, f64) {
+        let pct = |within: &f64| 100.0 * (1.0 - within / self.all.max(1.0));
+        (self.within.iter().map(pct).collect(), self.all)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The load the sync benchmark makes and how it times it: bursts, paced creates, watches that
-//! note when each object appears, updates, the fairness and LIST measurements.
+//! note when each object appears, updates, the LIST measurement (fairness: `fairness.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -196,12 +196,7 @@ pub async fn latencies(
 /// watch of the tenant's own API server saw it (the earliest any syncer can act on it).
 pub struct Latencies {
     pub direct: Vec<f64>,
-    pub synced: Vec<f64>,
-    /// Tenant create sent → seen by a watch of the tenant's API server.
-    pub tenant_visible: Vec<f64>,
-    /// Seen in the tenant → seen in the super cluster: ferry's hop, the super's create and its
-    /// watch.
-    pub hop: Vec<f64>,
+    pub synced: Synced,
 }
 
 /// [`Latencies`] of direct creates into the super cluster `s` and of creates in tenant team-a
@@ -210,32 +205,54 @@ pub async fn direct_and_synced_latencies(s: &Client, a: &Client) -> Result<Laten
     let ns = fresh_namespace(s, "bench-lat").await?;
     let direct = latencies(s, &ns, s, &ns).await?;
     let ns = fresh_namespace(a, "bench-lat").await?;
+    let (super_ns, paced) = (format!("team-a-{ns}"), (LATENCY_OBJECTS, RATE_PER_SECOND));
+    let synced = synced_latencies((a, &ns), (s, &super_ns), paced, Since::Request).await?;
+    Ok(Latencies { direct, synced })
+}
+
+/// Synced creates' latencies (ms), each split where a watch of the tenant's own API server saw
+/// it.
+pub struct Synced {
+    /// From `since` to visible in the super cluster.
+    pub total: Vec<f64>,
+    /// From `since` to seen by a watch of the tenant's API server.
+    pub tenant_visible: Vec<f64>,
+    /// Seen in the tenant → seen in the super cluster.
+    pub hop: Vec<f64>,
+}
+
+impl Synced {
+    /// The p99 of each: total, tenant side, hop.
+    pub fn p99(&self) -> [f64; 3] {
+        [&self.total, &self.tenant_visible, &self.hop].map(|ms| percentile(ms.clone(), 0.99))
+    }
+}
+
+/// [`Synced`] latencies of `paced` creates in `tenant`'s namespace `ns`, seen in `super_ns`
+/// of `s`.
+pub async fn synced_latencies(
+    (tenant, ns): (&Client, &str),
+    (s, super_ns): (&Client, &str),
+    paced: (usize, u64),
+    since: Since,
+) -> Result<Synced> {
     // The tenant's watch sees each object as ferry's does; the bench's watches and creates
     // share the tenant's core, as the synced creates alone do.
-    let (tenant_seen, tenant_task) = watch(a, &ns);
-    let timed = latencies_from(
-        a,
-        &ns,
-        s,
-        &format!("team-a-{ns}"),
-        (LATENCY_OBJECTS, RATE_PER_SECOND),
-        Since::Request,
-    )
-    .await;
+    let (tenant_seen, tenant_task) = watch(tenant, ns);
+    let timed = latencies_from(tenant, ns, s, super_ns, paced, since).await;
     tenant_task.abort();
     let timed = timed?;
     let tenant_seen = tenant_seen.lock().unwrap();
-    let (mut synced, mut tenant_visible, mut hop) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut total, mut tenant_visible, mut hop) = (Vec::new(), Vec::new(), Vec::new());
     for (name, (started, visible)) in &timed {
-        synced.push(ms(*visible - *started));
+        total.push(ms(*visible - *started));
         if let Some(in_tenant) = tenant_seen.get(name) {
             tenant_visible.push(ms(in_tenant.saturating_duration_since(*started)));
             hop.push(ms(visible.saturating_duration_since(*in_tenant)));
         }
     }
-    Ok(Latencies {
-        direct,
-        synced,
+    Ok(Synced {
+        total,
         tenant_visible,
         hop,
     })
@@ -363,68 +380,6 @@ pub async fn update_all(a: &Client, ns: &str, s: &Client, super_ns: &str) -> Res
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Objects the noisy tenant creates as fast as it can in the fairness measurement.
-pub const NOISY_OBJECTS: usize = 5_000;
-/// Creates of the quiet tenant, and their rate.
-/// (100, so that the p99 is not the one slowest sample.)
-pub const QUIET_OBJECTS: usize = 100;
-pub const QUIET_RATE: u64 = 10;
-
-/// p99 create-to-super latency (ms) of the quiet tenant `b` on an idle engine, and while
-/// tenant `a` creates `NOISY_OBJECTS` as fast as it can; from the tenant API server's answer,
-/// since both tenants' API servers share one core with the load generator, and the noisy
-/// tenant's burst slows the quiet tenant's own API server, which is not ferry's doing.
-pub async fn fairness(a: &Client, b: &Client, s: &Client) -> Result<(f64, f64)> {
-    let quiet = || async {
-        let ns = fresh_namespace(b, "bench-quiet").await?;
-        let target = format!("team-b-{ns}");
-        let ms = latencies_of(b, &ns, s, &target, QUIET, Since::Created).await?;
-        anyhow::Ok(percentile(ms, 0.99))
-    };
-    quiet_while(quiet, a, CONCURRENCY).await
-}
-
-/// The same on the super API server alone, without ferry: a quiet client's p99 create-to-
-/// visible latency idle, and while a noisy client creates `NOISY_OBJECTS` with `in_flight`
-/// writes at once (as many as ferry lets a tenant hold while another has work, `SHARING`, and
-/// one). What one core's API server gives a quiet writer beside a busy one; ferry's ratio is
-/// read against it.
-pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)> {
-    let quiet = || async {
-        let ns = fresh_namespace(s, "bench-quiet").await?;
-        let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
-        anyhow::Ok(percentile(ms, 0.99))
-    };
-    quiet_while(quiet, s, in_flight).await
-}
-
-/// The quiet tenant's creates and their rate.
-const QUIET: (usize, u64) = (QUIET_OBJECTS, QUIET_RATE);
-
-/// `quiet`'s p99 alone, then while `noisy` creates `NOISY_OBJECTS` with `in_flight` at once.
-async fn quiet_while<F>(
-    quiet: impl Fn() -> F,
-    noisy: &Client,
-    in_flight: usize,
-) -> Result<(f64, f64)>
-where
-    F: std::future::Future<Output = Result<f64>>,
-{
-    let idle = quiet().await?;
-    let noisy_ns = fresh_namespace(noisy, "bench-noisy").await?;
-    let noisy = {
-        let noisy = noisy.clone();
-        tokio::spawn(async move {
-            burst_of(&noisy, &noisy_ns, (NOISY_OBJECTS, in_flight), database).await
-        })
-    };
-    // Let the noisy tenant's queue fill first.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let loaded = quiet().await?;
-    noisy.await??;
-    Ok((idle, loaded))
 }
 
 /// Seconds a plain client takes to LIST every Database of `client`'s cluster, 500 a page (as

@@ -166,6 +166,14 @@ pub async fn killed_mid_burst(identity: Identity) -> Result<()> {
         "the restarted ferry wrote {writes} times into the super cluster for {needed} objects that needed a write:\n{}",
         ferry.log()
     );
+    // Every write's answer is timed, by cluster.
+    let answered = ferry
+        .metric("ferry_request_seconds_count", &[("cluster", "super")])
+        .await?;
+    ensure!(
+        answered >= writes && answered > 0.0,
+        "ferry_request_seconds timed {answered} answers from the super cluster for {writes} writes"
+    );
     env.finish(ferry).await
 }
 

@@ -1,0 +1,96 @@
+//! The fairness measurement: a quiet tenant's creates alone and while a noisy one creates as
+//! fast as it can, through ferry and on the super API server alone.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use ferry_testkit::fresh_namespace;
+use ferry_testkit::live::Ferry;
+use kube::Client;
+
+use crate::load::{
+    burst_of, database, latencies_of, percentile, synced_latencies, Since, CONCURRENCY,
+};
+
+/// Objects the noisy tenant creates as fast as it can in the fairness measurement.
+pub const NOISY_OBJECTS: usize = 5_000;
+/// Creates of the quiet tenant, and their rate.
+/// (100, so that the p99 is not the one slowest sample.)
+pub const QUIET_OBJECTS: usize = 100;
+pub const QUIET_RATE: u64 = 10;
+
+/// p99 create-to-super latency (ms) of the quiet tenant `b` on an idle engine, and while
+/// tenant `a` creates `NOISY_OBJECTS` as fast as it can; from the tenant API server's answer,
+/// since both tenants' API servers share one core with the load generator, and the noisy
+/// tenant's burst slows the quiet tenant's own API server, which is not ferry's doing. Each
+/// with where its time went ([`Quiet`]).
+pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Result<(Quiet, Quiet)> {
+    let quiet = || async {
+        let ns = fresh_namespace(b, "bench-quiet").await?;
+        let target = format!("team-b-{ns}");
+        let before = crate::cost::Within::super_requests(ferry).await?;
+        let split = synced_latencies((b, &ns), (s, &target), QUIET, Since::Created).await?;
+        let answered = crate::cost::Within::super_requests(ferry)
+            .await?
+            .since(before);
+        let (super_over, super_requests) = answered.over();
+        anyhow::Ok(Quiet {
+            p99: split.p99(),
+            super_over,
+            super_requests,
+        })
+    };
+    quiet_while(quiet, a, CONCURRENCY).await
+}
+
+/// The quiet tenant's series in the fairness measurement: the p99s of its creates' latency
+/// and of its two parts, answered → seen by a watch of the tenant's API server and from there
+/// to seen in the super cluster ([`Synced::p99`]); and how the super answered ferry's
+/// requests meanwhile, every tenant's (`ferry_request_seconds`): the percentage that took
+/// over 32 and over 128 ms, and how many there were.
+pub struct Quiet {
+    pub p99: [f64; 3],
+    pub super_over: Vec<f64>,
+    pub super_requests: f64,
+}
+
+/// The same on the super API server alone, without ferry: a quiet client's p99 create-to-
+/// visible latency idle, and while a noisy client creates `NOISY_OBJECTS` with `in_flight`
+/// writes at once (as many as ferry lets a tenant hold while another has work, `SHARING`, and
+/// one). What one core's API server gives a quiet writer beside a busy one; ferry's ratio is
+/// read against it.
+pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)> {
+    let quiet = || async {
+        let ns = fresh_namespace(s, "bench-quiet").await?;
+        let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
+        anyhow::Ok(percentile(ms, 0.99))
+    };
+    quiet_while(quiet, s, in_flight).await
+}
+
+/// The quiet tenant's creates and their rate.
+const QUIET: (usize, u64) = (QUIET_OBJECTS, QUIET_RATE);
+
+/// `quiet`'s p99 alone, then while `noisy` creates `NOISY_OBJECTS` with `in_flight` at once.
+async fn quiet_while<F, T>(
+    quiet: impl Fn() -> F,
+    noisy: &Client,
+    in_flight: usize,
+) -> Result<(T, T)>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let idle = quiet().await?;
+    let noisy_ns = fresh_namespace(noisy, "bench-noisy").await?;
+    let noisy = {
+        let noisy = noisy.clone();
+        tokio::spawn(async move {
+            burst_of(&noisy, &noisy_ns, (NOISY_OBJECTS, in_flight), database).await
+        })
+    };
+    // Let the noisy tenant's queue fill first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loaded = quiet().await?;
+    noisy.await??;
+    Ok((idle, loaded))
+}
