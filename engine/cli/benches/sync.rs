@@ -356,7 +356,7 @@ async fn main() -> Result<()> {
         ),
         ("added_latency_floor_ms", json!({"p99": floor99})),
         (
-            "fairness_quiet_split_p99_ms",
+            "fairness_quiet_split",
             json!({
                 "idle": quiet_json(&quiet_split_idle),
                 "loaded": quiet_json(&quiet_split_loaded),

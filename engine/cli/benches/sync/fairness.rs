@@ -8,6 +8,7 @@ use ferry_testkit::fresh_namespace;
 use ferry_testkit::live::Ferry;
 use kube::Client;
 
+use crate::cost::Within;
 use crate::load::{
     burst_of, database, latencies_of, percentile, synced_latencies, Since, CONCURRENCY,
 };
@@ -28,11 +29,9 @@ pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Resu
     let quiet = || async {
         let ns = fresh_namespace(b, "bench-quiet").await?;
         let target = format!("team-b-{ns}");
-        let before = crate::cost::Within::super_requests(ferry).await?;
+        let before = Within::super_requests(ferry).await?;
         let split = synced_latencies((b, &ns), (s, &target), QUIET, Since::Created).await?;
-        let answered = crate::cost::Within::super_requests(ferry)
-            .await?
-            .since(before);
+        let answered = Within::super_requests(ferry).await?.since(before);
         let (super_over, super_requests) = answered.over();
         anyhow::Ok(Quiet {
             p99: split.p99(),
