@@ -21,6 +21,12 @@ pub enum Reason {
     Invalid,
     /// A public CustomResourceDefinition's copy stays in a tenant that holds instances of it.
     CrdInUse,
+    /// A value names something outside the tenant's space: another tenant's or the
+    /// platform's namespace, host name, workload identity or cluster.
+    OutsideTenant,
+    /// The policy forbids a field or value (`x-ferry-forbid`, a `forbid` field rule), or the
+    /// object would carry a credential ferry never copies.
+    Forbidden,
 }
 
 impl Reason {
@@ -34,6 +40,8 @@ impl Reason {
             Reason::SyncConflict => "SyncConflict",
             Reason::Invalid => "Invalid",
             Reason::CrdInUse => "CRDInUse",
+            Reason::OutsideTenant => "OutsideTenant",
+            Reason::Forbidden => "Forbidden",
         }
     }
 }
