@@ -46,6 +46,10 @@ pub struct Args {
     /// namespaces are always included), comma-separated.
     #[arg(long, value_delimiter = ',')]
     tenant_namespaces: Vec<String>,
+    /// The tenant's DNS domains, beside the policy's `spec.domains` (as SyncConfig's
+    /// `tenants[].domains` gives them live), comma-separated.
+    #[arg(long = "domain", value_delimiter = ',')]
+    domains: Vec<String>,
 }
 
 /// The sandbox of this process: transform workers are this binary, re-executed.
@@ -74,7 +78,16 @@ pub fn run(args: Args) -> Result<u8> {
     };
     let docs = documents::read(&args.file)?;
     let sandbox = sandbox()?;
-    let names = NameMap::new(tenant);
+    if let Some((domain, why)) = args
+        .domains
+        .iter()
+        .find_map(|d| ferry_core::naming::embedded::domain_problem(d).map(|why| (d, why)))
+    {
+        eprintln!("error: --domain {domain:?}: {why}");
+        return Ok(1);
+    }
+    let names = NameMap::new(tenant)
+        .with_domains(policy.domains_of(&args.tenant).iter().chain(&args.domains));
     let namespaces = tenant_namespaces(&docs, &args, &names);
     let translator = Translator::new(&policy, Some(&sandbox)).with_namespaces(&namespaces);
     let mut refused = 0;

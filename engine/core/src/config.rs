@@ -103,6 +103,10 @@ struct TenantEntry {
     name: String,
     /// Its kubeconfig file, relative to this file.
     kubeconfig: String,
+    /// Its DNS domains (beside the policy's `spec.domains`): an `x-ferry-host: external`
+    /// name must lie under one.
+    #[serde(default)]
+    domains: Vec<String>,
 }
 
 /// Leader election settings (a coordination.k8s.io Lease in the super cluster).
@@ -158,6 +162,8 @@ pub struct TenantConfig {
     pub name: Tenant,
     /// Its kubeconfig, resolved against the config file.
     pub kubeconfig: PathBuf,
+    /// Its DNS domains.
+    pub domains: Vec<String>,
 }
 
 /// A validated configuration.
@@ -238,11 +244,22 @@ pub fn load(path: &Path) -> Result<Config> {
     for (i, t) in spec.tenants.iter().enumerate() {
         let name = Tenant::new(&t.name)
             .map_err(|e| invalid(&format!("spec.tenants[{i}].name"), e.to_string()))?;
+        for (j, domain) in t.domains.iter().enumerate() {
+            if let Some(why) = crate::naming::embedded::domain_problem(domain) {
+                return Err(invalid(
+                    &format!("spec.tenants[{i}].domains[{j}]"),
+                    format!("{domain:?}: {why}"),
+                ));
+            }
+        }
         tenants.push(TenantConfig {
             name,
             kubeconfig: relative(path, &t.kubeconfig),
+            domains: t.domains.clone(),
         });
     }
+    domains_apart(&tenants)
+        .map_err(|(i, message)| invalid(&format!("spec.tenants[{i}].domains"), message))?;
     check_tenant_set(tenants.iter().map(|t| &t.name)).map_err(|e| {
         // Point at the entry that makes the set invalid: the longer name, or the repeat.
         let culprit = match &e {
@@ -333,6 +350,33 @@ pub fn load(path: &Path) -> Result<Config> {
         metrics_address,
         tenant_secrets,
     })
+}
+
+/// Two tenants never share a domain, nor hold one under the other's: each would then own the
+/// other's host names. Gives the later tenant's index and why.
+fn domains_apart(tenants: &[TenantConfig]) -> std::result::Result<(), (usize, String)> {
+    let normal = |d: &String| crate::naming::embedded::normalize_host(d).unwrap_or_default();
+    for (i, t) in tenants.iter().enumerate() {
+        for earlier in &tenants[..i] {
+            for mine in t.domains.iter().map(normal) {
+                let theirs: Vec<String> = earlier.domains.iter().map(normal).collect();
+                let mine_under = crate::naming::embedded::under_domain(&mine, &theirs);
+                let theirs_under = theirs
+                    .iter()
+                    .any(|d| crate::naming::embedded::under_domain(d, std::slice::from_ref(&mine)));
+                if mine_under || theirs_under {
+                    return Err((
+                        i,
+                        format!(
+                            "{mine:?} overlaps a domain of tenant {} (a tenant's domains are its own: none may be another's or lie under it)",
+                            earlier.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -326,6 +326,7 @@ pub fn unmap_unhashed(tenant: &str, super_name: &str) -> Option<String> {
 pub struct NameMap {
     tenant: Tenant,
     known: BTreeMap<String, String>,
+    domains: Vec<String>,
 }
 
 impl NameMap {
@@ -334,7 +335,26 @@ impl NameMap {
         Self {
             tenant,
             known: BTreeMap::new(),
+            domains: Vec::new(),
         }
+    }
+
+    /// The map with the tenant's DNS domains (external host names must lie under one); each
+    /// normalised, invalid ones left out (they are refused where they are configured).
+    pub fn with_domains<S: AsRef<str>>(mut self, domains: impl IntoIterator<Item = S>) -> Self {
+        for domain in domains {
+            if let Ok(d) = embedded::normalize_host(domain.as_ref()) {
+                if embedded::domain_problem(&d).is_none() && !self.domains.contains(&d) {
+                    self.domains.push(d);
+                }
+            }
+        }
+        self
+    }
+
+    /// The tenant's DNS domains, normalised.
+    pub fn domains(&self) -> &[String] {
+        &self.domains
     }
 
     /// The tenant.
@@ -381,6 +401,8 @@ impl NameMap {
             .or_else(|| unmap_unhashed(self.tenant.as_str(), super_name))
     }
 }
+
+pub mod embedded;
 
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,7 @@ impl<'a> Reconciler<'a> {
         // The tenant's namespaces go up (redactions never take one of their names, free text
         // is unmapped with them) and to transforms that ask for them.
         let asks = resource.plan.has_text
+            || (down && resource.plan.fills_namespaces())
             || resource
                 .transforms
                 .iter()

@@ -284,6 +284,7 @@ impl TenantState {
     pub fn start(
         shared: &Shared,
         tenant: Tenant,
+        domains: &[String],
         clients: Clients,
         source: crate::tenant_secrets::Source,
         identity: &str,
@@ -323,7 +324,10 @@ impl TenantState {
                 shared.metrics.clone(),
                 shared.leader.clone(),
             ),
-            names: RwLock::new(NameMap::new(tenant)),
+            names: RwLock::new(
+                NameMap::new(tenant)
+                    .with_domains(shared.policy.domains_of(&name).iter().chain(domains)),
+            ),
             name,
             source,
             caches: watched.caches,

@@ -62,6 +62,9 @@ pub struct Wanted {
     pub source: Source,
     /// The vetted kubeconfig of a Secret.
     pub kubeconfig: Option<Arc<Kubeconfig>>,
+    /// Its DNS domains from the configuration file (a Secret's tenant has only the
+    /// policy's).
+    pub domains: Vec<String>,
 }
 
 impl Wanted {
@@ -71,6 +74,7 @@ impl Wanted {
             name: t.name.clone(),
             source: Source::File(t.kubeconfig.clone()),
             kubeconfig: None,
+            domains: t.domains.clone(),
         }
     }
 }
@@ -271,6 +275,7 @@ fn read(config: &TenantSecrets, secret: &Secret) -> Read {
             digest: ferry_core::naming::hex(&Sha256::digest(text.as_bytes())),
         },
         kubeconfig: Some(Arc::new(kubeconfig)),
+        domains: Vec::new(),
     })
 }
 

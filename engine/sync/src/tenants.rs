@@ -128,6 +128,7 @@ impl Running {
                     let tenant = TenantState::start(
                         &self.shared,
                         w.name.clone(),
+                        &w.domains,
                         clients,
                         w.source.clone(),
                         &self.identity,

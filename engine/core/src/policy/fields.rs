@@ -16,11 +16,12 @@ use super::{Error, Result};
 use crate::locate::{Location, Positions};
 
 use crate::naming::RESERVED_PREFIX;
-use crate::schema::{compile::parse_ref, Annotated, Node, Plan, RefFormat, Rule};
+use crate::schema::compile::{parse_forbid, parse_names, parse_ref, NameRules};
+use crate::schema::{Annotated, Empty, Node, Plan, RefFormat, Rule};
 use path::{show, steps, Step};
 
 /// The actions a rule may have, in the order messages list them.
-const ACTIONS: [&str; 7] = [
+const ACTIONS: [&str; 11] = [
     "namespace",
     "ref",
     "selector",
@@ -28,7 +29,20 @@ const ACTIONS: [&str; 7] = [
     "text",
     "owner",
     "drop",
+    "host",
+    "identity",
+    "forbid",
+    "secretTemplate",
 ];
+
+/// What one rule's action puts in the plan.
+enum Action {
+    /// One rule on the field the path names.
+    One(Rule),
+    /// Rules of names: on each value, and `empty` on the list (a path ending in `[*]`) or on
+    /// the string itself.
+    Names(NameRules),
+}
 
 /// `plan` with `entries`, the `fields` of the resource at `resource` (`spec.resources[0]`),
 /// added.
@@ -52,8 +66,20 @@ pub fn compile(
             at: at(j, key),
             message: format!("{resource}.fields[{j}]: {message}"),
         };
-        let rule = action(entry).map_err(|(key, message)| invalid(&key, message))?;
+        let action = action(entry).map_err(|(key, message)| invalid(&key, message))?;
         let paths = steps(&entry.path).map_err(|m| invalid("path", m))?;
+        let rule = match action {
+            Action::One(rule) => rule,
+            Action::Names(names) => {
+                let origin = at(j, "path");
+                for path in &paths {
+                    allowed(path, &Rule::Namespace).map_err(|m| invalid("path", m))?;
+                    insert_names(&mut plan.root, path, &names, &origin, &entry.path)
+                        .map_err(|m| invalid("path", m))?;
+                }
+                continue;
+            }
+        };
         for path in &paths {
             allowed(path, &rule).map_err(|m| invalid("path", m))?;
         }
@@ -62,7 +88,7 @@ pub fn compile(
             && paths
                 .iter()
                 .flatten()
-                .any(|s| matches!(s, Step::Items | Step::Members))
+                .any(|s| matches!(s, Step::Items | Step::Members | Step::Keyed(_)))
         {
             return Err(invalid(
                 "path",
@@ -170,11 +196,45 @@ fn mapped_once(node: &Node, path: &str) -> std::result::Result<(), (Location, St
             mapped_once(inner, &format!("{path}{suffix}"))?;
         }
     }
+    for (keyed, inner) in &node.keyed {
+        mapped_once(inner, &format!("{path}{keyed}"))?;
+    }
+    Ok(())
+}
+
+/// The rules of names at `path`: on the value (each element, for a path ending in `[*]`),
+/// and `empty` on the list (or the string) itself.
+fn insert_names(
+    root: &mut Node,
+    path: &[Step],
+    names: &NameRules,
+    origin: &Location,
+    jsonpath: &str,
+) -> std::result::Result<(), String> {
+    let annotated = |rule: Rule| Annotated {
+        rule,
+        origin: origin.clone(),
+        jsonpath: Some(jsonpath.to_string()),
+    };
+    let list = matches!(path.last(), Some(Step::Items));
+    if let Some(empty) = names.empty {
+        if empty == Empty::Tenant && !list {
+            return Err("empty: tenant makes an empty list the tenant's namespaces: the path names the list's elements ([*] last)".into());
+        }
+        let at = if list { &path[..path.len() - 1] } else { path };
+        if at.is_empty() {
+            return Err("empty needs a field to stand on".into());
+        }
+        insert(root, at, &annotated(Rule::Required(empty)))?;
+    }
+    for rule in &names.rules {
+        insert(root, path, &annotated(rule.clone()))?;
+    }
     Ok(())
 }
 
 /// The one action of `entry`, or the key at fault and why.
-fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)> {
+fn action(entry: &FieldRuleEntry) -> std::result::Result<Action, (String, String)> {
     let given: Vec<(&str, &Value)> = [
         ("namespace", &entry.namespace),
         ("ref", &entry.reference),
@@ -183,6 +243,10 @@ fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)>
         ("text", &entry.text),
         ("owner", &entry.owner),
         ("drop", &entry.drop),
+        ("host", &entry.host),
+        ("identity", &entry.identity),
+        ("forbid", &entry.forbid),
+        ("secretTemplate", &entry.secret_template),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
@@ -207,20 +271,43 @@ fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)>
         }
     };
     let expect_true = |rule: Rule| match value {
-        Value::Bool(true) => Ok(rule),
+        Value::Bool(true) => Ok(Action::One(rule)),
         other => Err((
             key.to_string(),
             format!("{key}: expected true, found {other} (leave the rule out instead)"),
         )),
     };
+    let names = |annotation: &str| match parse_names(annotation, value) {
+        Ok(Some(names)) => Ok(Action::Names(names)),
+        Ok(None) => Err((
+            key.to_string(),
+            format!("{key}: expected true or a mapping, found false (leave the rule out instead)"),
+        )),
+        Err((sub, message)) => Err((
+            sub.map_or_else(|| key.to_string(), |s| format!("{key}.{s}")),
+            message.replace(annotation, key),
+        )),
+    };
     match key {
+        "namespace" if value.is_object() => names("x-ferry-namespace"),
         "namespace" => expect_true(Rule::Namespace),
+        "host" => names("x-ferry-host"),
+        "identity" => names("x-ferry-identity"),
+        "secretTemplate" => expect_true(Rule::SecretTemplate),
+        "forbid" => parse_forbid(value, "forbid")
+            .map(|f| Action::One(Rule::Forbid(f)))
+            .map_err(|(sub, message)| {
+                (
+                    sub.map_or_else(|| key.to_string(), |s| format!("forbid.{s}")),
+                    message,
+                )
+            }),
         "selector" => expect_true(Rule::Selector),
         "namespaceSelector" => expect_true(Rule::NamespaceSelector),
         "text" => expect_true(Rule::Text),
         "drop" => expect_true(Rule::Drop),
         "owner" => match value.as_str() {
-            Some("super") => Ok(Rule::OwnerSuper),
+            Some("super") => Ok(Action::One(Rule::OwnerSuper)),
             _ => Err((
                 key.to_string(),
                 format!("owner: expected \"super\", found {value}"),
@@ -237,7 +324,7 @@ fn action(entry: &FieldRuleEntry) -> std::result::Result<Rule, (String, String)>
             // or a namespace field beside it is an object's or a string's as the value is.
             rule.on_string = false;
             rule.on_object = false;
-            Ok(Rule::Ref(rule))
+            Ok(Action::One(Rule::Ref(rule)))
         }
     }
 }
@@ -297,6 +384,9 @@ fn insert(node: &mut Node, path: &[Step], rule: &Annotated) -> std::result::Resu
         }
         Some((Step::Items, rest)) => {
             insert(node.items.get_or_insert_with(Default::default), rest, rule)
+        }
+        Some((Step::Keyed(keyed), rest)) => {
+            insert(node.keyed.entry(keyed.clone()).or_default(), rest, rule)
         }
         Some((Step::Members, rest)) => {
             insert(node.values.get_or_insert_with(Default::default), rest, rule)?;

@@ -93,6 +93,19 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
             &mut policy,
         )?;
     }
+    for p in &parsed {
+        for (i, domain) in p.doc.spec.domains.iter().enumerate() {
+            if let Some(why) = domain_template_problem(domain) {
+                return Err(Error::Invalid {
+                    at: p.positions.at(&format!("spec.domains[{i}]")),
+                    message: format!("spec.domains[{i}]: {domain:?}: {why}"),
+                });
+            }
+            if !policy.domains.contains(domain) {
+                policy.domains.push(domain.clone());
+            }
+        }
+    }
     let mut first_seen: BTreeMap<(GroupKind, String), Location> = BTreeMap::new();
     for p in &parsed {
         for (i, entry) in p.doc.spec.resources.iter().enumerate() {
@@ -409,6 +422,21 @@ fn load_resource(
         both_ways: false,
         at: p.positions.at(&format!("spec.resources[{i}]")),
     })
+}
+
+/// Why a `spec.domains` entry is not a domain template: `{tenant}` a whole label (so that
+/// two tenants' domains never nest), the rest a DNS name.
+fn domain_template_problem(domain: &str) -> Option<String> {
+    use super::TENANT_PLACEHOLDER;
+    if !domain.split('.').any(|label| label == TENANT_PLACEHOLDER) {
+        return Some(format!(
+            "a policy's domain names {TENANT_PLACEHOLDER} as a whole label (team domains such as {TENANT_PLACEHOLDER}.apps.example.com); without it every tenant would own the same names"
+        ));
+    }
+    if domain.replace(TENANT_PLACEHOLDER, "").contains(['{', '}']) {
+        return Some(format!("only {TENANT_PLACEHOLDER} may stand in braces"));
+    }
+    crate::naming::embedded::domain_problem(&domain.replace(TENANT_PLACEHOLDER, "tenant"))
 }
 
 #[cfg(test)]

@@ -159,9 +159,23 @@ pub struct Policy {
     pub transforms: BTreeMap<String, Transform>,
     /// The files read.
     pub files: Vec<PathBuf>,
+    /// `spec.domains` of every file: each tenant's DNS domains, `{tenant}` standing for its
+    /// name.
+    pub domains: Vec<String>,
 }
 
+/// What stands for the tenant's name in a policy's `spec.domains`.
+pub const TENANT_PLACEHOLDER: &str = "{tenant}";
+
 impl Policy {
+    /// The DNS domains `spec.domains` gives `tenant`.
+    pub fn domains_of(&self, tenant: &str) -> Vec<String> {
+        self.domains
+            .iter()
+            .map(|d| d.replace(TENANT_PLACEHOLDER, tenant))
+            .collect()
+    }
+
     /// The rule approving `group`/`kind` (any version), if any; for a kind approved both ways,
     /// the toSuper one (a tenant's reference names its own object unless proven otherwise).
     pub fn resource(&self, group: &str, kind: &str) -> Option<&Resource> {

@@ -147,6 +147,10 @@ pub struct PolicySpec {
     /// Declared transforms.
     #[serde(default)]
     pub transforms: Vec<TransformEntry>,
+    /// Each tenant's DNS domains (`{tenant}.apps.example.com`): an `x-ferry-host: external`
+    /// name must lie under one. `{tenant}` must be a whole label.
+    #[serde(default)]
+    pub domains: Vec<String>,
 }
 
 /// One entry of `spec.resources`.
@@ -190,9 +194,10 @@ pub struct ResourceEntry {
 pub struct FieldRuleEntry {
     /// An RFC 9535 JSONPath (`$.spec.tls[*].secretName`).
     pub path: String,
-    /// `x-ferry-namespace`: the value is a tenant namespace.
+    /// `x-ferry-namespace`: the value is a tenant namespace (or, as a mapping, a list that
+    /// means every namespace when empty, a glob, literals kept).
     #[serde(default)]
-    #[schemars(with = "Option<bool>")]
+    #[schemars(with = "Option<NamespaceSchema>")]
     pub namespace: Option<serde_json::Value>,
     /// `x-ferry-ref`: the value refers to another object (plus `format` and `produced`).
     #[serde(default, rename = "ref")]
@@ -218,6 +223,93 @@ pub struct FieldRuleEntry {
     #[serde(default)]
     #[schemars(with = "Option<bool>")]
     pub drop: Option<serde_json::Value>,
+    /// `x-ferry-host`: a host name, in-cluster (`service`, its namespace mapped), `external`
+    /// (under the tenant's domains) or either; with `empty: refuse` on a list.
+    #[serde(default)]
+    #[schemars(with = "Option<HostSchema>")]
+    pub host: Option<serde_json::Value>,
+    /// `x-ferry-identity`: a workload identity (`spiffe://<td>/ns/<ns>/sa/<sa>`), its
+    /// namespace mapped.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub identity: Option<serde_json::Value>,
+    /// `x-ferry-forbid`: the field's presence refuses the object with the reason (unless it
+    /// holds one of the values listed).
+    #[serde(default)]
+    #[schemars(with = "Option<ForbidSchema>")]
+    pub forbid: Option<serde_json::Value>,
+    /// `x-ferry-secret-template`: an object that templates a Secret (its `type` and
+    /// `metadata.annotations`): never a service-account token.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub secret_template: Option<serde_json::Value>,
+}
+
+/// `host`: which host names a field holds.
+#[derive(JsonSchema)]
+#[schemars(rename = "Host")]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum HostSchema {
+    /// `service` or `external`.
+    One(HostType),
+    /// `[service, external]`.
+    Both(Vec<HostType>),
+    /// With `empty: refuse` (an absent or empty list means every host).
+    Options {
+        /// `service`, `external` or both.
+        #[serde(rename = "type")]
+        kind: Vec<HostType>,
+        /// `refuse`.
+        empty: Option<String>,
+    },
+}
+
+/// A kind of host name.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum HostType {
+    /// In-cluster DNS names; the namespace label is mapped.
+    Service,
+    /// Names under the tenant's domains.
+    External,
+}
+
+/// `namespace` as a mapping.
+#[derive(JsonSchema)]
+#[schemars(rename = "Namespace")]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum NamespaceSchema {
+    /// `true`: the value is a tenant namespace.
+    Flag(bool),
+    /// Lists and globs.
+    Options {
+        /// `refuse` or `tenant`: what an absent or empty list (read as every namespace) does.
+        empty: Option<String>,
+        /// `glob`: the value is a glob over namespaces (`prod-*`).
+        pattern: Option<String>,
+        /// Literals that are not namespaces and pass unchanged (Istio's `.`).
+        keep: Option<Vec<String>>,
+    },
+}
+
+/// `forbid`: a reason, or a reason and the values still allowed.
+#[derive(JsonSchema)]
+#[schemars(rename = "Forbid")]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ForbidSchema {
+    /// The reason.
+    Reason(String),
+    /// The reason and the values still allowed.
+    Options {
+        /// Why the field is forbidden.
+        reason: String,
+        /// Values the field may still hold.
+        unless: Option<Vec<serde_json::Value>>,
+    },
 }
 
 /// Who writes a field (`x-ferry-owner`).

@@ -18,6 +18,10 @@ pub const EXTENSIONS: &[&str] = &[
     "x-ferry-text",
     "x-ferry-owner",
     "x-ferry-drop",
+    "x-ferry-host",
+    "x-ferry-identity",
+    "x-ferry-forbid",
+    "x-ferry-secret-template",
 ];
 
 const KUSTOMIZE_API_VERSION: &str = "x-kubernetes-object-ref-api-version";
@@ -329,8 +333,11 @@ impl Compiler<'_> {
             self.known_paths.push(child_field.clone());
             let child = self.reference(item, &child_yaml, &child_field, depth + 1)?;
             self.no_removal_below(&child, &child_yaml, &child_field, "an array's items")?;
-            if !child.is_empty() {
-                node.items = Some(Box::new(child));
+            // Rules of a list annotation stand on its elements already.
+            match (&mut node.items, child.is_empty()) {
+                (_, true) => {}
+                (Some(items), false) => items.merge(child),
+                (None, false) => node.items = Some(Box::new(child)),
             }
         }
         for (key, list) in branches {
@@ -386,4 +393,4 @@ fn shape_of(schema: &Schema) -> Shape {
 mod checks;
 mod rules;
 
-pub use rules::parse_ref;
+pub use rules::{parse_forbid, parse_names, parse_ref, NameRules, PATTERN_GLOB};

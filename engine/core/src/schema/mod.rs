@@ -203,6 +203,71 @@ pub enum Rule {
     OwnerSuper,
     /// `x-ferry-drop: true`: never leaves the tenant.
     Drop,
+    /// `x-ferry-namespace: {pattern: glob}`: a glob over namespace names (`prod-*`), mapped
+    /// into the tenant's names (`team-a-prod-*`).
+    Pattern,
+    /// `keep` of `x-ferry-namespace`: literal values that are not namespaces (Istio's `.`)
+    /// and pass unchanged; the field's other rules skip them.
+    Keep(Vec<String>),
+    /// `empty` of `x-ferry-namespace` or `x-ferry-host`, on the list (or string) itself: the
+    /// operator reads an absent or empty value as "every namespace" or "every host".
+    Required(Empty),
+    /// `x-ferry-host`: a DNS name, in-cluster (its namespace label mapped) or external (under
+    /// one of the tenant's domains).
+    Host(Hosts),
+    /// `x-ferry-identity: true`: a workload identity (`spiffe://<td>/ns/<ns>/sa/<sa>` or
+    /// `<td>/ns/<ns>/sa/<sa>`), its namespace mapped.
+    Identity,
+    /// `x-ferry-forbid`: a tenant may not set the field (unless to one of the listed values).
+    Forbid(Forbid),
+    /// `x-ferry-secret-template: true`: an object that templates a Secret a super-side
+    /// controller writes (its `type` and `metadata.annotations`): never a service-account
+    /// token.
+    SecretTemplate,
+}
+
+/// Which host names an `x-ferry-host` field holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// In-cluster DNS names (`<name>.<ns>`, `<name>.<ns>.svc[.cluster.local]`, pod and
+    /// wildcard forms); short names (`<name>`) stay.
+    Service,
+    /// DNS names (or `*.` wildcards) that must lie under one of the tenant's domains.
+    External,
+    /// Either (`[service, external]`): short names and names ending in `.svc` or
+    /// `.svc.cluster.local` are in-cluster, any other is external.
+    Both,
+}
+
+impl Hosts {
+    /// How the annotation writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hosts::Service => "service",
+            Hosts::External => "external",
+            Hosts::Both => "[service, external]",
+        }
+    }
+}
+
+/// What ferry does with an absent or empty list (or string) that the operator reads as
+/// "every namespace" or "every host".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Empty {
+    /// The object is refused.
+    Refuse,
+    /// It becomes the tenant's namespaces (with `pattern: glob`, the tenant's glob
+    /// `<tenant>-*`).
+    Tenant,
+}
+
+/// A field a tenant may not set (`x-ferry-forbid`, a `forbid` field rule).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forbid {
+    /// Why, as the refusal says it.
+    pub reason: String,
+    /// Values the field may still hold (`followRedirects: false`).
+    pub unless: Vec<serde_json::Value>,
 }
 
 impl Rule {
@@ -216,6 +281,13 @@ impl Rule {
             Rule::Text => "x-ferry-text",
             Rule::OwnerSuper => "x-ferry-owner: super",
             Rule::Drop => "x-ferry-drop",
+            Rule::Pattern => "x-ferry-namespace {pattern: glob}",
+            Rule::Keep(_) => "x-ferry-namespace {keep}",
+            Rule::Required(_) => "empty",
+            Rule::Host(_) => "x-ferry-host",
+            Rule::Identity => "x-ferry-identity",
+            Rule::Forbid(_) => "x-ferry-forbid",
+            Rule::SecretTemplate => "x-ferry-secret-template",
         }
     }
 
@@ -229,7 +301,33 @@ impl Rule {
             Rule::Text => "text",
             Rule::OwnerSuper => "owner: super",
             Rule::Drop => "drop",
+            Rule::Pattern | Rule::Keep(_) | Rule::Required(_) => "namespace",
+            Rule::Host(_) => "host",
+            Rule::Identity => "identity",
+            Rule::Forbid(_) => "forbid",
+            Rule::SecretTemplate => "secretTemplate",
         }
+    }
+
+    /// Whether the rule says the value is a name of the tenant's (a namespace, a glob, a host,
+    /// an identity), so that `""` among such names is refused.
+    pub fn bears_name(&self) -> bool {
+        matches!(
+            self,
+            Rule::Namespace | Rule::Pattern | Rule::Identity | Rule::Host(_)
+        )
+    }
+
+    /// Whether the rule says the value holds a namespace (or embeds one), which up is one of
+    /// the tenant's or redacted.
+    pub fn bears_namespace(&self) -> bool {
+        matches!(
+            self,
+            Rule::Namespace
+                | Rule::Pattern
+                | Rule::Identity
+                | Rule::Host(Hosts::Service | Hosts::Both)
+        )
     }
 }
 
@@ -274,6 +372,31 @@ pub struct Node {
     pub items: Option<Box<Node>>,
     /// Every value of a map (`additionalProperties`).
     pub values: Option<Box<Node>>,
+    /// The elements of a list whose `key` field equals a literal (a field rule's
+    /// `[?@.name=='namespace']`), beside what `items` says of every element.
+    pub keyed: BTreeMap<Keyed, Node>,
+}
+
+/// A list element chosen by equality of one of its fields with a literal.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Keyed {
+    /// The element's field.
+    pub key: String,
+    /// The literal it must equal.
+    pub value: String,
+}
+
+impl Keyed {
+    /// Whether `element` is one this chooses.
+    pub fn chooses(&self, element: &serde_json::Value) -> bool {
+        element.get(&self.key).and_then(serde_json::Value::as_str) == Some(self.value.as_str())
+    }
+}
+
+impl std::fmt::Display for Keyed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[?@.{}=={:?}]", self.key, self.value)
+    }
 }
 
 impl Node {
@@ -283,6 +406,35 @@ impl Node {
             && self.fields.is_empty()
             && self.items.is_none()
             && self.values.is_none()
+            && self.keyed.is_empty()
+    }
+
+    /// The node of a list element: `items`, merged with every keyed node that chooses it.
+    /// Borrowed unless a keyed node applies (rare, and then a clone).
+    pub fn element<'n>(
+        &'n self,
+        element: &serde_json::Value,
+    ) -> Option<std::borrow::Cow<'n, Node>> {
+        let mut chosen = self.keyed.iter().filter(|(k, _)| k.chooses(element));
+        let Some((_, first)) = chosen.next() else {
+            return self.items.as_deref().map(std::borrow::Cow::Borrowed);
+        };
+        let mut merged = self.items.as_deref().cloned().unwrap_or_default();
+        merged.merge(first.clone());
+        for (_, node) in chosen {
+            merged.merge(node.clone());
+        }
+        Some(std::borrow::Cow::Owned(merged))
+    }
+
+    /// Whether `value` is one of the literals a `keep` on this node lets pass unchanged.
+    pub fn kept(&self, value: &serde_json::Value) -> bool {
+        let Some(text) = value.as_str() else {
+            return false;
+        };
+        self.rules
+            .iter()
+            .any(|a| matches!(&a.rule, Rule::Keep(keep) if keep.iter().any(|k| k == text)))
     }
 
     /// Whether a rule matching `pred` is on this node or below it.
@@ -291,6 +443,7 @@ impl Node {
             || self.fields.values().any(|n| n.leads_to(pred))
             || self.items.as_ref().is_some_and(|n| n.leads_to(pred))
             || self.values.as_ref().is_some_and(|n| n.leads_to(pred))
+            || self.keyed.values().any(|n| n.leads_to(pred))
     }
 
     /// Whether a rule of this variant is on this node.
@@ -310,6 +463,9 @@ impl Node {
         }
         merge_boxed(&mut self.items, other.items);
         merge_boxed(&mut self.values, other.values);
+        for (k, v) in other.keyed {
+            self.keyed.entry(k).or_default().merge(v);
+        }
     }
 
     /// Every rule in the plan with its field path (`spec.items[*].name`, `spec.labels.*`).
@@ -332,6 +488,9 @@ impl Node {
         }
         if let Some(values) = &self.values {
             values.walk(&join("*"), out);
+        }
+        for (keyed, node) in &self.keyed {
+            node.walk(&format!("{path}{keyed}"), out);
         }
     }
 }
@@ -385,6 +544,13 @@ impl Plan {
                         .strip_prefix(open.as_str())
                         .is_some_and(|rest| rest.starts_with(['.', '[']))
             })
+    }
+
+    /// Whether translating down needs the tenant's namespaces: a list that becomes them
+    /// when empty (`empty: tenant`).
+    pub fn fills_namespaces(&self) -> bool {
+        self.root
+            .leads_to(&|r| matches!(r, Rule::Required(Empty::Tenant)))
     }
 
     /// Every rule with its field path.

@@ -118,9 +118,17 @@ impl<'a> Fields<'a> {
                     match map.get(key) {
                         None => {
                             self.absent_reference(child, map, path)?;
+                            self.absent_required(child, map, key, path)?;
                             continue;
                         }
-                        Some(Value::Null) => self.absent_reference(child, map, path)?,
+                        Some(Value::Null) => {
+                            self.absent_reference(child, map, path)?;
+                            if names::requires_below(child) && self.way == Way::Down {
+                                map.remove(key);
+                                self.absent_required(child, map, key, path)?;
+                                continue;
+                            }
+                        }
                         Some(_) => {}
                     }
                     self.field(child, map, key, &path.key(key))?;
@@ -137,14 +145,23 @@ impl<'a> Fields<'a> {
                 }
             }
             Value::Array(items) => {
-                if let Some(item) = &node.items {
-                    for (i, element) in items.iter_mut().enumerate() {
-                        let element_path = path.index(i);
-                        for rule in &item.rules {
-                            self.rule(rule, element, None, &element_path)?;
+                for (i, element) in items.iter_mut().enumerate() {
+                    let Some(item) = node.element(element) else {
+                        continue;
+                    };
+                    let element_path = path.index(i);
+                    if !item.kept(element) {
+                        if element.as_str() == Some("") && item.has(Rule::bears_name) {
+                            return Err(Refusal::new(
+                                Reason::Invalid,
+                                format!("{element_path}: \"\" in a list of names means every namespace or host to some operators; leave it out"),
+                            ));
                         }
-                        self.apply(item, element, &element_path)?;
+                        for rule in &item.rules {
+                            self.rule(rule, &item, element, None, &element_path)?;
+                        }
                     }
+                    self.apply(&item, element, &element_path)?;
                 }
             }
             _ => {}
@@ -171,12 +188,13 @@ impl<'a> Fields<'a> {
                 return Ok(());
             }
         }
-        for rule in &node.rules {
+        let kept = map.get(key).is_some_and(|v| node.kept(v));
+        for rule in node.rules.iter().filter(|_| !kept) {
             // Take the value out (leaving null in its place, so the field keeps its position)
             // so that its siblings can be read and written alongside it.
             let Some(slot) = map.get_mut(key) else { break };
             let mut value = std::mem::take(slot);
-            let result = self.rule(rule, &mut value, Some(map), path);
+            let result = self.rule(rule, node, &mut value, Some(map), path);
             if let Some(slot) = map.get_mut(key) {
                 *slot = value;
             }
@@ -191,12 +209,20 @@ impl<'a> Fields<'a> {
     fn rule(
         &mut self,
         rule: &Annotated,
+        node: &Node,
         value: &mut Value,
         siblings: Option<&mut Map<String, Value>>,
         path: &Path<'_>,
     ) -> Result<()> {
         match &rule.rule {
             Rule::Namespace => self.map_namespace(rule, value, path),
+            Rule::Pattern => self.map_pattern(rule, value, path),
+            Rule::Host(hosts) => self.map_host(rule, *hosts, value, path),
+            Rule::Identity => self.map_identity(rule, value, path),
+            Rule::Required(empty) => self.required(rule, *empty, node, value, path),
+            Rule::Forbid(forbid) if self.way == Way::Down => self.forbid(forbid, value, path),
+            Rule::SecretTemplate => self.secret_template(value, path),
+            Rule::Keep(_) | Rule::Forbid(_) => Ok(()),
             Rule::Selector => self.selector(rule, value, path),
             Rule::NamespaceSelector => {
                 self.selector(rule, value, path)?;
@@ -241,8 +267,7 @@ impl<'a> Fields<'a> {
             // tenant name (two list-map keys would collide). The namespace of a published
             // object passes: the tenant sees that object under the same name.
             Way::Up => match self
-                .names
-                .to_tenant(&ns)
+                .tenant_namespace(&ns)
                 .filter(|t| dns_label_problem(t).is_none())
             {
                 Some(tenant_ns) => Some(tenant_ns),
@@ -265,5 +290,6 @@ impl<'a> Fields<'a> {
     }
 }
 
+pub(crate) mod names;
 mod reference;
 pub(super) mod selector;

@@ -71,6 +71,8 @@ pub struct Guard<'a> {
     /// References to public objects that could not be checked (offline), for `--explain`;
     /// `None` when not explaining.
     pub unverified: Option<Vec<String>>,
+    /// The tenant's namespaces (tenant names): up, a namespace-bearing value is one of them.
+    namespaces: &'a [String],
 }
 
 impl<'a> Guard<'a> {
@@ -92,7 +94,14 @@ impl<'a> Guard<'a> {
                 Reason::Invalid
             },
             unverified: explain.then(Vec::new),
+            namespaces: &[],
         }
+    }
+
+    /// The tenant's namespaces, which up namespace-bearing values must be among.
+    pub fn with_namespaces(mut self, namespaces: &'a [String]) -> Self {
+        self.namespaces = namespaces;
+        self
     }
 
     fn refuse(&self, message: String) -> Refusal {
@@ -116,6 +125,8 @@ impl<'a> Guard<'a> {
             self.metadata_rules(node, meta, &root.key("metadata"))?;
         }
         self.absent_references(&resource.plan.root, top, &root)?;
+        self.absent_required(&resource.plan.root, top, &root)?;
+        self.credential(top)?;
         map_keys(top, &root, self.blame)?;
         for (key, value) in top {
             if key == "metadata" {
@@ -273,8 +284,11 @@ impl<'a> Guard<'a> {
         parent: Option<&Map<String, Value>>,
         path: &Path<'_>,
     ) -> Result<()> {
-        if let Some(node) = node {
+        if let Some(node) = node.filter(|n| !n.kept(value)) {
             for annotated in &node.rules {
+                if self.name_rule(&annotated.rule, value, path)? {
+                    continue;
+                }
                 match &annotated.rule {
                     Rule::Drop | Rule::OwnerSuper => {
                         return Err(self.refuse(format!(
@@ -290,8 +304,17 @@ impl<'a> Guard<'a> {
                         self.selected_namespaces(value, path)?;
                     }
                     Rule::Ref(rule) => self.reference(rule, value, parent, path)?,
+                    Rule::Pattern
+                    | Rule::Keep(_)
+                    | Rule::Required(_)
+                    | Rule::Host(_)
+                    | Rule::Identity
+                    | Rule::Forbid(_)
+                    | Rule::SecretTemplate => {}
                 }
             }
+        }
+        if let Some(node) = node {
             self.shape(node, value, path)?;
         }
         nested(value, path, self.blame)?;
@@ -300,6 +323,7 @@ impl<'a> Guard<'a> {
                 map_keys(map, path, self.blame)?;
                 if let Some(node) = node {
                     self.absent_references(node, map, path)?;
+                    self.absent_required(node, map, path)?;
                 }
                 let selector = node.is_some_and(|n| {
                     n.has(|r| matches!(r, Rule::Selector | Rule::NamespaceSelector))
@@ -322,9 +346,12 @@ impl<'a> Guard<'a> {
                 }
             }
             Value::Array(items) => {
-                let item = node.and_then(|n| n.items.as_deref());
                 for (i, v) in items.iter().enumerate() {
-                    self.walk(item, v, None, &path.index(i))?;
+                    let item = node.and_then(|n| n.element(v));
+                    if let Some(item) = &item {
+                        self.empty_name(item, v, &path.index(i))?;
+                    }
+                    self.walk(item.as_deref(), v, None, &path.index(i))?;
                 }
             }
             Value::Number(n) => self.number(n, path)?,
@@ -355,7 +382,9 @@ impl<'a> Guard<'a> {
                 let public = rule
                     .target(Some(map))
                     .and_then(|(g, k)| self.policy.resource(g, k))
-                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                    .is_some_and(|r| {
+                        r.direction == Direction::FromSuper && r.scope == Scope::Namespaced
+                    });
                 if let (false, Some(ns)) = (public, map.get(ns_key)) {
                     self.namespace(ns, &path.key(ns_key))?;
                 }
@@ -433,6 +462,7 @@ fn slash(namespace: &str, name: &str) -> String {
     }
 }
 
+mod names;
 mod reference;
 mod selector;
 mod up;

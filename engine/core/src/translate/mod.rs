@@ -224,6 +224,7 @@ impl<'a> Translator<'a> {
             Some(&mut references),
         )
         .with_published(self.published)
+        .with_namespaces(self.namespaces)
         .apply(&resource.plan.root, &mut object, &Path::Root)?;
         Ok((
             resource,
@@ -327,10 +328,11 @@ impl<'a> Translator<'a> {
             self.published,
             !resource.transforms.is_empty(),
             false,
-        );
+        )
+        .with_namespaces(self.namespaces);
         match resource.direction {
-            Direction::FromSuper => guard.public_copy(&object)?,
-            Direction::Produced => guard.produced_copy(&object)?,
+            Direction::FromSuper => guard.public_copy(resource, &object)?,
+            Direction::Produced => guard.produced_copy(resource, &object)?,
             Direction::ToSuper => guard.up(resource, &object)?,
         }
         Ok(Translated {

@@ -83,6 +83,7 @@ fn secret_tenants_never_displace_static_ones() {
     let statics = vec![TenantConfig {
         name: Tenant::new("team-a").unwrap(),
         kubeconfig: "team-a.kubeconfig".into(),
+        domains: Vec::new(),
     }];
     let secrets = SecretTenants::default();
     let c = config();

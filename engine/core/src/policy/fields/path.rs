@@ -2,7 +2,12 @@
 //! rule may take (names, `[*]` list elements, `.*` object members), or why not; bounded so
 //! that no path text can exhaust the parser or the plan.
 
-use jsonpath_rust::parser::model::{Segment, Selector};
+use jsonpath_rust::parser::model::{
+    Comparable, Comparison, Filter, FilterAtom, Literal, Segment, Selector, SingularQuery,
+    SingularQuerySegment,
+};
+
+use crate::schema::Keyed;
 
 /// The longest path text a rule may have.
 const MAX_PATH_CHARS: usize = 1024;
@@ -20,6 +25,8 @@ pub(super) enum Step {
     Items,
     /// Every member of an object (`.*`).
     Members,
+    /// The elements of a list whose field equals a literal (`[?@.name=='namespace']`).
+    Keyed(Keyed),
 }
 
 /// The paths `path` selects, as steps; why it cannot be a field rule's path.
@@ -67,9 +74,12 @@ pub(super) fn steps(text: &str) -> std::result::Result<Vec<Vec<Step>>, String> {
                     Selector::Index(_) | Selector::Slice(..) => return Err(format!(
                         "path {path:?}: {selector} selects elements by position; a rule marks a field of every object alike (use [*] for every element)"
                     )),
-                    Selector::Filter(_) => return Err(format!(
-                        "path {path:?}: a filter selects by value, which the tenant writes; a rule marks a field of every object alike (use [*] for every element)"
-                    )),
+                    Selector::Filter(filter) => match keyed(filter) {
+                        Some(k) => Step::Keyed(k),
+                        None => return Err(format!(
+                            "path {path:?}: a filter may only choose list elements by one field equal to a string ([?@.name=='namespace']); {selector} is not that"
+                        )),
+                    },
                 };
                 let mut path = prefix.clone();
                 path.push(step);
@@ -174,7 +184,35 @@ pub(super) fn show(path: &[Step]) -> String {
                 out.push_str(n);
             }
             Step::Name(n) => out.push_str(&format!("[{n:?}]")),
+            Step::Keyed(k) => out.push_str(&k.to_string()),
         }
     }
     out
+}
+
+/// The one filter a rule may take: a field of the element (`@.name`, one name deep) equal to
+/// a string literal, either way round. Any other filter would choose elements by what a
+/// tenant writes in ways the guard could not follow.
+fn keyed(filter: &Filter) -> Option<Keyed> {
+    let Filter::Atom(FilterAtom::Comparison(comparison)) = filter else {
+        return None;
+    };
+    let Comparison::Eq(a, b) = comparison.as_ref() else {
+        return None;
+    };
+    let (query, literal) = match (a, b) {
+        (Comparable::SingularQuery(q), Comparable::Literal(Literal::String(v)))
+        | (Comparable::Literal(Literal::String(v)), Comparable::SingularQuery(q)) => (q, v),
+        _ => return None,
+    };
+    let SingularQuery::Current(segments) = query else {
+        return None;
+    };
+    match segments.as_slice() {
+        [SingularQuerySegment::Name(key)] if !key.is_empty() => Some(Keyed {
+            key: key.clone(),
+            value: literal.clone(),
+        }),
+        _ => None,
+    }
 }

@@ -9,7 +9,7 @@ use super::{
     KUSTOMIZE_KIND, KUSTOMIZE_NAME_KEY, REF_KEYS,
 };
 use crate::naming::RESERVED_PREFIX;
-use crate::schema::{Annotated, Node, RefFormat, RefRule, Result, Rule};
+use crate::schema::{Annotated, Empty, Forbid, Hosts, Node, RefFormat, RefRule, Result, Rule};
 
 impl Compiler<'_> {
     pub(super) fn rules(
@@ -33,6 +33,7 @@ impl Compiler<'_> {
                 ));
             }
         }
+        self.name_rules(schema, shape, yaml_path, field, node)?;
         let mut defaulted = Vec::new();
         let origin = |key: &str| self.at(&format!("{yaml_path}.{key}"));
         let expect_true = |key: &str, v: &Value| -> Result<bool> {
@@ -60,8 +61,8 @@ impl Compiler<'_> {
                 ),
             ))
         };
-        if let Some(v) = ext.get("x-ferry-namespace") {
-            if expect_true("x-ferry-namespace", v)? {
+        if let Some(v) = ext.get("x-ferry-namespace").filter(|v| !v.is_object()) {
+            if expect_true("x-ferry-namespace", v)? && shape != Shape::Array {
                 need_shape("x-ferry-namespace", &[Shape::String])?;
                 if let Some(default) = &schema.schema_data.default {
                     defaulted.push((
@@ -180,6 +181,97 @@ impl Compiler<'_> {
             ));
         }
         self.warnings.append(&mut defaulted);
+        Ok(())
+    }
+
+    /// The annotations of names a tenant owns: `x-ferry-namespace` as a mapping (or on a
+    /// list), `x-ferry-host`, `x-ferry-identity`, `x-ferry-forbid` and
+    /// `x-ferry-secret-template`. On a list, what a value holds applies to its elements and
+    /// `empty` to the list itself.
+    fn name_rules(
+        &mut self,
+        schema: &Schema,
+        shape: Shape,
+        yaml_path: &str,
+        field: &str,
+        node: &mut Node,
+    ) -> Result<()> {
+        let ext = &schema.schema_data.extensions;
+        let error = |key: &str, sub: Option<String>, message: String| {
+            let at = match sub {
+                Some(sub) => format!("{yaml_path}.{key}.{sub}"),
+                None => format!("{yaml_path}.{key}"),
+            };
+            self.annotation_error(&at, field, message)
+        };
+        for key in ["x-ferry-namespace", "x-ferry-host", "x-ferry-identity"] {
+            let Some(v) = ext.get(key) else { continue };
+            // `x-ferry-namespace: true` on a string is read with the other flags.
+            if key == "x-ferry-namespace" && v.is_boolean() && shape != Shape::Array {
+                continue;
+            }
+            let parsed = parse_names(key, v).map_err(|(sub, m)| error(key, sub, m))?;
+            let Some(parsed) = parsed else { continue };
+            let list = shape == Shape::Array;
+            if !list && !matches!(shape, Shape::String | Shape::Unknown) {
+                return Err(error(
+                    key,
+                    None,
+                    format!(
+                        "{key} expects a string or a list of strings, found type {}",
+                        shape.name()
+                    ),
+                ));
+            }
+            if parsed.empty == Some(Empty::Tenant) && !list {
+                return Err(error(
+                    key,
+                    Some("empty".into()),
+                    "empty: tenant makes an empty list the tenant's namespaces; on a single string use empty: refuse".into(),
+                ));
+            }
+            let origin = self.at(&format!("{yaml_path}.{key}"));
+            let values = match list {
+                true => &mut node.items.get_or_insert_with(Default::default).rules,
+                false => &mut node.rules,
+            };
+            values.extend(
+                parsed
+                    .rules
+                    .into_iter()
+                    .map(|r| Annotated::new(r, origin.clone())),
+            );
+            if let Some(empty) = parsed.empty {
+                node.rules
+                    .push(Annotated::new(Rule::Required(empty), origin));
+            }
+        }
+        if let Some(v) = ext.get("x-ferry-forbid") {
+            let forbid = parse_forbid(v, "x-ferry-forbid")
+                .map_err(|(sub, m)| error("x-ferry-forbid", sub, m))?;
+            let origin = self.at(&format!("{yaml_path}.x-ferry-forbid"));
+            node.rules
+                .push(Annotated::new(Rule::Forbid(forbid), origin));
+        }
+        if let Some(v) = ext.get("x-ferry-secret-template") {
+            if v != &Value::Bool(true) {
+                return Err(error(
+                    "x-ferry-secret-template",
+                    None,
+                    format!("x-ferry-secret-template expects true, found {v}"),
+                ));
+            }
+            if !matches!(shape, Shape::Object | Shape::Unknown) {
+                return Err(error(
+                    "x-ferry-secret-template",
+                    None,
+                    format!("x-ferry-secret-template marks an object (a Secret's template), found type {}", shape.name()),
+                ));
+            }
+            let origin = self.at(&format!("{yaml_path}.x-ferry-secret-template"));
+            node.rules
+                .push(Annotated::new(Rule::SecretTemplate, origin));
+        }
         Ok(())
     }
 
@@ -302,4 +394,197 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
         ));
     }
     Ok(rule)
+}
+
+/// What `x-ferry-namespace` (as a mapping), `x-ferry-host` or `x-ferry-identity` (or the
+/// field rule action of the same name) says: the rules of each value, and what an absent or
+/// empty list means.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NameRules {
+    /// Rules on each value (each element of a list).
+    pub rules: Vec<Rule>,
+    /// `empty`: on the list (or string) itself.
+    pub empty: Option<Empty>,
+}
+
+/// The glob syntax `pattern` accepts: Velero's, Kyverno's and most operators' `*` and `?`.
+pub const PATTERN_GLOB: &str = "glob";
+
+/// Reads `x-ferry-namespace`, `x-ferry-host` or `x-ferry-identity` (`what`); `None` for
+/// `false`. An error names the key it is about, if any, and what was expected.
+pub fn parse_names(
+    what: &str,
+    v: &Value,
+) -> std::result::Result<Option<NameRules>, (Option<String>, String)> {
+    let base = |v: &Value| -> std::result::Result<Option<Rule>, String> {
+        match (what, v) {
+            (_, Value::Bool(false)) => Ok(None),
+            ("x-ferry-namespace", Value::Bool(true)) => Ok(Some(Rule::Namespace)),
+            ("x-ferry-identity", Value::Bool(true)) => Ok(Some(Rule::Identity)),
+            ("x-ferry-host", v) => hosts(v).map(|h| Some(Rule::Host(h))),
+            (_, other) => Err(format!("{what} expects true, or a mapping, found {other}")),
+        }
+    };
+    let Value::Object(map) = v else {
+        return base(v)
+            .map(|r| {
+                r.map(|r| NameRules {
+                    rules: vec![r],
+                    empty: None,
+                })
+            })
+            .map_err(|m| (None, m));
+    };
+    let keys: &[&str] = match what {
+        "x-ferry-namespace" => &["empty", "pattern", "keep"],
+        "x-ferry-host" => &["type", "empty"],
+        _ => &["empty"],
+    };
+    if let Some(key) = map.keys().find(|k| !keys.contains(&k.as_str())) {
+        return Err((
+            Some(key.clone()),
+            format!(
+                "unknown {what} key {key:?}; expected one of {}",
+                keys.join(", ")
+            ),
+        ));
+    }
+    let empty = match map.get("empty").map(|v| v.as_str()) {
+        None => None,
+        Some(Some("refuse")) => Some(Empty::Refuse),
+        Some(Some("tenant")) if what == "x-ferry-namespace" => Some(Empty::Tenant),
+        Some(_) => {
+            let expected = match what {
+                "x-ferry-namespace" => "refuse or tenant",
+                _ => "refuse",
+            };
+            return Err((
+                Some("empty".into()),
+                format!("{what}.empty expects {expected}, found {}", map["empty"]),
+            ));
+        }
+    };
+    let mut rules = Vec::new();
+    match (what, map.get("pattern")) {
+        (_, None) => {}
+        (_, Some(Value::String(p))) if p == PATTERN_GLOB => rules.push(Rule::Pattern),
+        (_, Some(other)) => {
+            return Err((
+                Some("pattern".into()),
+                format!("{what}.pattern expects {PATTERN_GLOB:?} (`*` and `?`), found {other}"),
+            ))
+        }
+    }
+    if rules.is_empty() {
+        let plain = match what {
+            "x-ferry-host" => map.get("type").ok_or((
+                None,
+                "x-ferry-host as a mapping needs type: service, external or [service, external]"
+                    .to_string(),
+            ))?,
+            _ => &Value::Bool(true),
+        };
+        rules.extend(base(plain).map_err(|m| (Some("type".to_string()), m))?);
+    }
+    if let Some(keep) = map.get("keep") {
+        let literals = keep_literals(keep).map_err(|m| (Some("keep".to_string()), m))?;
+        rules.insert(0, Rule::Keep(literals));
+    }
+    Ok(Some(NameRules { rules, empty }))
+}
+
+/// `keep`: a list of literals that are not namespace names (otherwise they would be one of
+/// the tenant's namespaces left unmapped).
+fn keep_literals(v: &Value) -> std::result::Result<Vec<String>, String> {
+    let Some(items) = v.as_array() else {
+        return Err(format!("keep expects a list of strings, found {v}"));
+    };
+    items
+        .iter()
+        .map(|item| match item.as_str() {
+            Some(s) if crate::naming::dns_label_problem(s).is_none() => Err(format!(
+                "keep: {s:?} is a namespace name, which would pass unmapped; keep takes only values that are not namespaces (\".\")"
+            )),
+            Some(s) if s.is_empty() || s.contains('*') => Err(format!(
+                "keep: {s:?} would let a tenant reach every namespace; keep takes literals such as \".\""
+            )),
+            Some(s) => Ok(s.to_string()),
+            None => Err(format!("keep expects strings, found {item}")),
+        })
+        .collect()
+}
+
+/// The `type` of `x-ferry-host`: `service`, `external` or both.
+fn hosts(v: &Value) -> std::result::Result<Hosts, String> {
+    let one = |v: &Value| match v.as_str() {
+        Some("service") => Ok(Hosts::Service),
+        Some("external") => Ok(Hosts::External),
+        _ => Err(format!(
+            "x-ferry-host expects service, external or [service, external], found {v}"
+        )),
+    };
+    match v {
+        Value::Array(items) if !items.is_empty() && items.len() <= 2 => {
+            let kinds = items
+                .iter()
+                .map(one)
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(
+                match (
+                    kinds.contains(&Hosts::Service),
+                    kinds.contains(&Hosts::External),
+                ) {
+                    (true, true) => Hosts::Both,
+                    (true, false) => Hosts::Service,
+                    _ => Hosts::External,
+                },
+            )
+        }
+        other => one(other),
+    }
+}
+
+/// Reads `x-ferry-forbid` (a reason, or `{reason, unless}`) or a field rule's `forbid`.
+pub fn parse_forbid(
+    v: &Value,
+    what: &str,
+) -> std::result::Result<Forbid, (Option<String>, String)> {
+    let reason = |v: &Value| {
+        match v.as_str() {
+        Some(s) if !s.trim().is_empty() => Ok(s.to_string()),
+        _ => Err((
+            None,
+            format!("{what} expects the reason the field is forbidden (a tenant reads it in the refusal), found {v}"),
+        )),
+    }
+    };
+    match v {
+        Value::Object(map) => {
+            if let Some(key) = map.keys().find(|k| *k != "reason" && *k != "unless") {
+                return Err((
+                    Some(key.clone()),
+                    format!("unknown {what} key {key:?}; expected reason, unless"),
+                ));
+            }
+            let reason = reason(map.get("reason").unwrap_or(&Value::Null))
+                .map_err(|(_, m)| (Some("reason".to_string()), m))?;
+            let unless = match map.get("unless") {
+                None => Vec::new(),
+                Some(Value::Array(values)) => values.clone(),
+                Some(other) => {
+                    return Err((
+                        Some("unless".into()),
+                        format!(
+                        "{what}.unless expects a list of the values still allowed, found {other}"
+                    ),
+                    ))
+                }
+            };
+            Ok(Forbid { reason, unless })
+        }
+        other => Ok(Forbid {
+            reason: reason(other)?,
+            unless: Vec::new(),
+        }),
+    }
 }

@@ -30,7 +30,9 @@ impl Fields<'_> {
                 let public = rule
                     .target(Some(map))
                     .and_then(|(group, kind)| self.policy.resource(group, kind))
-                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                    .is_some_and(|r| {
+                        r.direction == Direction::FromSuper && r.scope == Scope::Namespaced
+                    });
                 if let (false, Some(key)) = (public, rule.sibling_namespace()) {
                     self.reference_namespace(annotated, key, map, path)?;
                 }
@@ -282,7 +284,9 @@ impl Fields<'_> {
         let (rename, map_namespace) = match approved {
             Some(r) if r.direction == Direction::Produced => (false, true),
             // A fromSuper target is the shared public object: the reference passes unchanged.
-            Some(r) if r.direction == Direction::FromSuper => (false, false),
+            // A cluster-scoped one has no namespace: one written beside it is the tenant's
+            // (an operator may still read it), mapped like any.
+            Some(r) if r.direction == Direction::FromSuper => (false, r.scope == Scope::Cluster),
             Some(_) if copy_of_public => (false, false),
             Some(r) => (r.scope == Scope::Cluster, r.scope == Scope::Namespaced),
             // Passthrough keeps the name, but a namespace still maps: a tenant must never point

@@ -230,7 +230,12 @@ impl Guard<'_> {
         }
         let namespace = match resource.scope {
             Scope::Namespaced => namespace,
-            Scope::Cluster => "",
+            // A namespace beside a cluster-scoped target is mapped like any: the tenant's.
+            Scope::Cluster if namespace.is_empty() => "",
+            Scope::Cluster => {
+                self.tenant_namespace(namespace, ns_path)?;
+                ""
+            }
         };
         match self.published {
             Some(p) => {

@@ -43,18 +43,20 @@ impl Guard<'_> {
                     .map_err(|m| self.refuse(m))?,
             }
         }
-        Ok(())
+        self.up_names(&resource.plan.root, object, None, &root)
     }
 
     /// Checks a read-only copy of a public object about to be written into a tenant.
-    pub fn public_copy(&self, object: &Value) -> Result<()> {
-        self.read_only_copy(object, &[ANN_SUPER_UID])
+    pub fn public_copy(&self, resource: &Resource, object: &Value) -> Result<()> {
+        self.read_only_copy(object, &[ANN_SUPER_UID])?;
+        self.up_names(&resource.plan.root, object, None, &Path::Root)
     }
 
     /// Checks a read-only copy of an object produced for a tenant's object: a public copy's
     /// metadata, plus what it was produced for, in one of the tenant's namespaces.
-    pub fn produced_copy(&self, object: &Value) -> Result<()> {
+    pub fn produced_copy(&self, resource: &Resource, object: &Value) -> Result<()> {
         self.read_only_copy(object, &[ANN_SUPER_UID, ANN_PRODUCED_FOR])?;
+        self.up_names(&resource.plan.root, object, None, &Path::Root)?;
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
         if let Some(why) = dns_label_problem(namespace) {
             return Err(self.refuse(format!(
@@ -67,6 +69,9 @@ impl Guard<'_> {
     /// A read-only copy carrying ferry's annotations `annotations` and no other ferry.dev/ key.
     fn read_only_copy(&self, object: &Value, allowed_annotations: &[&str]) -> Result<()> {
         numbers(object, &Path::Root)?;
+        if let Value::Object(top) = object {
+            self.credential(top)?;
+        }
         let Some(Value::Object(meta)) = object.get("metadata") else {
             return Err(self.refuse("metadata: expected an object".into()));
         };
