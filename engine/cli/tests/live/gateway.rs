@@ -28,15 +28,15 @@ pub async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
         "apiVersion": GW, "kind": "Gateway",
         "metadata": {"name": "edge", "namespace": infra},
         "spec": {"gatewayClassName": class, "listeners": [
-            {"name": "http", "port": 80, "protocol": "HTTP",
+            {"name": "http", "hostname": "*.team-a.apps.example.com", "port": 80, "protocol": "HTTP",
              "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"gateway-access": "yes"}}}}},
-            {"name": "all", "port": 8080, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+            {"name": "all", "hostname": "*.team-a.apps.example.com", "port": 8080, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
         ]},
     })).await?;
     create(&a, json!({
         "apiVersion": GW, "kind": "HTTPRoute",
         "metadata": {"name": "shop", "namespace": shop},
-        "spec": {"parentRefs": [{"name": "edge", "namespace": infra}],
+        "spec": {"hostnames": ["shop.team-a.apps.example.com"], "parentRefs": [{"name": "edge", "namespace": infra}],
                  "rules": [{"backendRefs": [{"name": "catalog", "namespace": catalog, "port": 8080}]}]},
     })).await?;
     create(&a, json!({
@@ -51,7 +51,7 @@ pub async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
         json!({
             "apiVersion": GW, "kind": "HTTPRoute",
             "metadata": {"name": "shop", "namespace": other},
-            "spec": {"parentRefs": [{"name": "edge"}]},
+            "spec": {"hostnames": ["shop.team-b.apps.example.com"], "parentRefs": [{"name": "edge"}]},
         }),
     )
     .await?;
@@ -164,7 +164,7 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
     }
     env.cleanup.push((a.clone(), platform.clone()));
     let class = shared_class(&s).await?;
-    let listener = json!([{"name": "http", "port": 80, "protocol": "HTTP"}]);
+    let listener = json!([{"name": "http", "hostname": "*.team-a.apps.example.com", "port": 80, "protocol": "HTTP"}]);
     create(&s, json!({
         "apiVersion": GW, "kind": "Gateway",
         "metadata": {"name": "shared", "namespace": platform, "labels": {"tenancy.x-k8s.io/super.public": "true"}},
@@ -192,7 +192,7 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
     create(&a, json!({
         "apiVersion": GW, "kind": "HTTPRoute",
         "metadata": {"name": "shop", "namespace": shop},
-        "spec": {"parentRefs": [{"name": "shared", "namespace": platform}, {"name": "edge", "namespace": infra}]},
+        "spec": {"hostnames": ["shop.team-a.apps.example.com"], "parentRefs": [{"name": "shared", "namespace": platform}, {"name": "edge", "namespace": infra}]},
     })).await?;
     Kind::new(GW, "Gateway")
         .at(&s, &format!("team-a-{infra}"), "edge")

@@ -206,7 +206,7 @@ fn certificate(ns: &str, name: &str, issuer: &str) -> Value {
         "metadata": {"name": name, "namespace": ns},
         "spec": {
             "secretName": format!("{name}-tls"),
-            "dnsNames": ["shop.example.com"],
+            "dnsNames": ["shop.team-a.apps.example.com"],
             "issuerRef": {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": issuer},
         },
     })

@@ -13,7 +13,7 @@ fn certificate(ns: &str, name: &str, secret: &str) -> Value {
         "apiVersion": "cert-manager.io/v1",
         "kind": "Certificate",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"secretName": secret, "dnsNames": [format!("{name}.example.com")], "issuerRef": {"name": "ca", "kind": "Issuer"}},
+        "spec": {"secretName": secret, "dnsNames": [format!("{name}.team-a.apps.example.com")], "issuerRef": {"name": "ca", "kind": "Issuer"}},
     })
 }
 

@@ -14,7 +14,7 @@ use super::{appears, apply, NS};
 /// super cluster (`s`).
 pub async fn certificate_secret(a: &Client, s: &Client, rows: &mut Vec<Row>) -> Result<()> {
     let cm = "cert-manager.io/v1";
-    apply(a, "ferry-demo", json!({"apiVersion": cm, "kind": "Certificate", "metadata": {"name": "storefront", "namespace": NS}, "spec": {"secretName": "storefront-tls", "dnsNames": ["shop.example.com"], "issuerRef": {"name": "ca", "kind": "Issuer"}}})).await?;
+    apply(a, "ferry-demo", json!({"apiVersion": cm, "kind": "Certificate", "metadata": {"name": "storefront", "namespace": NS}, "spec": {"secretName": "storefront-tls", "dnsNames": ["shop.team-a.apps.example.com"], "issuerRef": {"name": "ca", "kind": "Issuer"}}})).await?;
     println!("    team-a: Certificate {NS}/storefront (spec.secretName: storefront-tls)");
     let super_ns = format!("team-a-{NS}");
     appears(
