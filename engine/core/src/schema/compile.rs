@@ -300,6 +300,15 @@ impl Compiler<'_> {
                 if let (ReferenceOr::Item(s), false) = (prop, is_ref) {
                     self.lint(s, name, &child_yaml, &child_field);
                 }
+                let templated = field.rsplit('.').next().is_some_and(|last| {
+                    last.to_ascii_lowercase().ends_with("template")
+                });
+                if name == "type" && templated && !node.has(|r| matches!(r, Rule::SecretTemplate)) {
+                    self.warnings.push((
+                        self.at(&child_yaml),
+                        format!("{child_field} may template the type of a Secret a super-side controller writes (a service-account token would be filled with a credential for the super cluster): mark {field} x-ferry-secret-template: true if it does"),
+                    ));
+                }
                 if ref_without_namespace && name.to_ascii_lowercase().contains("namespace") {
                     let how = if name == "namespace" {
                         "ferry maps it as the reference's namespace; say so with namespaceField: namespace"
