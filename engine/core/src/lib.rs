@@ -19,6 +19,7 @@ pub mod config;
 pub mod locate;
 pub mod manifests;
 pub mod naming;
+pub mod path;
 pub mod policy;
 pub mod rbac;
 pub mod reference;
