@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod config;
+pub mod glob;
 pub mod locate;
 pub mod manifests;
 pub mod naming;
