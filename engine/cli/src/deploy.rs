@@ -13,9 +13,15 @@ fn print(docs: &[serde_json::Value]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ferry rbac --policy P | --config C`: the ClusterRoles of both sides, and with a config
-/// whose tenants come from Secrets, the Role reading them.
-pub fn rbac(policy: Option<&Path>, config: Option<&Path>) -> anyhow::Result<u8> {
+/// `ferry rbac --policy P | --config C [--namespace NS]`: the ClusterRoles of both sides;
+/// with ferry's namespace (`--namespace`, or the config's leaderElection.namespace), the Role
+/// holding its Lease there; with a config whose tenants come from Secrets, the Role reading
+/// them.
+pub fn rbac(
+    policy: Option<&Path>,
+    config: Option<&Path>,
+    namespace: Option<&str>,
+) -> anyhow::Result<u8> {
     let config = match config.map(ferry_core::config::load).transpose() {
         Ok(c) => c,
         Err(e) => return Ok(fail(&e)),
@@ -30,6 +36,15 @@ pub fn rbac(policy: Option<&Path>, config: Option<&Path>) -> anyhow::Result<u8> 
         Err(e) => return Ok(fail(&e)),
     };
     let mut docs = ferry_core::rbac::cluster_roles(&policy);
+    let own = namespace.or(config
+        .as_ref()
+        .map(|c| c.leader_election.namespace.as_str()));
+    if let Some(own) = own {
+        if let Some(why) = ferry_core::naming::dns_label_problem(own) {
+            return Ok(fail(&format!("--namespace {own:?}: {why}")));
+        }
+        docs.push(ferry_core::rbac::lease_role(own));
+    }
     if let Some(ts) = config.as_ref().and_then(|c| c.tenant_secrets.as_ref()) {
         docs.push(ferry_core::rbac::tenant_secrets_role(&ts.namespace));
     }
@@ -37,11 +52,11 @@ pub fn rbac(policy: Option<&Path>, config: Option<&Path>) -> anyhow::Result<u8> 
     Ok(0)
 }
 
-/// `ferry manifests --config C [--image I] [--replicas N] [--tenant T]`.
+/// `ferry manifests --config C [--image I] [--replicas N] [--metrics-namespace NS]...
+/// [--tenant T]`.
 pub fn manifests(
     config_path: &Path,
-    image: String,
-    replicas: u32,
+    options: ferry_core::manifests::Options,
     tenant: Option<&str>,
 ) -> anyhow::Result<u8> {
     let config = match ferry_core::config::load(config_path) {
@@ -60,7 +75,11 @@ pub fn manifests(
         print(&ferry_core::manifests::tenant(&policy, namespace))?;
         return Ok(0);
     }
-    let options = ferry_core::manifests::Options { image, replicas };
+    for ns in &options.metrics_namespaces {
+        if let Some(why) = ferry_core::naming::dns_label_problem(ns) {
+            return Ok(fail(&format!("--metrics-namespace {ns:?}: {why}")));
+        }
+    }
     let out = match ferry_core::manifests::super_cluster(config_path, &config, &policy, &options) {
         Ok(m) => m,
         Err(e) => return Ok(fail(&e)),

@@ -73,9 +73,14 @@ enum Command {
         /// A policy file, or a directory of them (default: the policy of --config).
         #[arg(long, required_unless_present = "config")]
         policy: Option<PathBuf>,
-        /// A SyncConfig: its policy, and its tenantSecrets namespace.
+        /// A SyncConfig: its policy, its tenantSecrets namespace and ferry's namespace (its
+        /// leaderElection.namespace).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// ferry's own namespace: also print the Role holding its Lease there (with --config,
+        /// the config's leaderElection.namespace).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Print the manifests that run ferry in its (first) super cluster, or what to apply in a
     /// tenant's cluster.
@@ -92,6 +97,10 @@ enum Command {
         /// Print what to apply in this tenant's cluster instead.
         #[arg(long)]
         tenant: Option<String>,
+        /// A namespace allowed to reach ferry's metrics port (where Prometheus runs);
+        /// repeatable. Without one, the NetworkPolicy lets only the kubelet's probes in.
+        #[arg(long = "metrics-namespace", value_name = "NAMESPACE")]
+        metrics_namespaces: Vec<String>,
     },
     /// Policy maintenance.
     Policy {
@@ -193,13 +202,25 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             log_format,
             verbose,
         } => live(config, leader_elect, log_format, verbose),
-        Command::Rbac { policy, config } => deploy::rbac(policy.as_deref(), config.as_deref()),
+        Command::Rbac {
+            policy,
+            config,
+            namespace,
+        } => deploy::rbac(policy.as_deref(), config.as_deref(), namespace.as_deref()),
         Command::Manifests {
             config,
             image,
             replicas,
             tenant,
-        } => deploy::manifests(&config, image, replicas, tenant.as_deref()),
+            metrics_namespaces,
+        } => {
+            let options = ferry_core::manifests::Options {
+                image,
+                replicas,
+                metrics_namespaces,
+            };
+            deploy::manifests(&config, options, tenant.as_deref())
+        }
         Command::Policy {
             command: PolicyCommand::Pin { policy },
         } => pin(&policy),

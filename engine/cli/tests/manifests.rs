@@ -67,9 +67,20 @@ async fn manifests_are_accepted_by_the_api_servers() {
     namespaces(&clusters.super_cluster, &["ferry-system", "vclusters"]).await;
     namespaces(clusters.tenant("team-a"), &["ferry-system"]).await;
     let config = "testdata/manifests/ferry.yaml";
-    for replicas in ["1", "3"] {
-        let out = ferry(&["manifests", "--config", config, "--replicas", replicas]);
+    for (replicas, scrapers) in [
+        ("1", &[][..]),
+        ("3", &["--metrics-namespace", "monitoring"][..]),
+    ] {
+        let mut args = vec!["manifests", "--config", config, "--replicas", replicas];
+        args.extend(scrapers);
+        let out = ferry(&args);
         assert!(out.contains("kind: Deployment") && out.contains("kind: PodDisruptionBudget"));
+        // The Lease is granted in ferry's namespace only; the port is closed to tenants.
+        assert!(
+            out.contains("kind: Role\n") && out.contains("- leases"),
+            "{out}"
+        );
+        assert!(out.contains("kind: NetworkPolicy"), "{out}");
         dry_run("super", &out);
     }
     dry_run(

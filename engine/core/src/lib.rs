@@ -16,9 +16,11 @@
 
 pub mod check;
 pub mod config;
+pub mod glob;
 pub mod locate;
 pub mod manifests;
 pub mod naming;
+pub mod path;
 pub mod policy;
 pub mod rbac;
 pub mod reference;

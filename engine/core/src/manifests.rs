@@ -1,9 +1,10 @@
 //! `ferry manifests`: everything to run ferry in its first super cluster, from a SyncConfig —
-//! its namespace and service account, the ClusterRole of `ferry rbac` bound to it (and the
-//! Role for `tenantSecrets`), a ConfigMap with the configuration, policies, schemas and
-//! transforms (their tree kept, so relative paths still hold), a Secret with the static
-//! tenants' kubeconfigs, a hardened Deployment, a PodDisruptionBudget and a metrics Service;
-//! and, per tenant, what to apply there.
+//! its namespace and service account, the ClusterRole of `ferry rbac` bound to it, the Role
+//! holding its Lease in its own namespace (and the Role for `tenantSecrets`), a ConfigMap with
+//! the configuration, policies, schemas and transforms (their tree kept, so relative paths
+//! still hold), a Secret with the static tenants' kubeconfigs, a hardened Deployment, a
+//! PodDisruptionBudget, a metrics Service and a NetworkPolicy keeping tenant workloads away
+//! from its port; and, per tenant, what to apply there.
 //!
 //! ```text
 //!  SyncConfig + Policy ─▶ files (common root) ─▶ ConfigMap items ─┐
@@ -29,6 +30,9 @@ pub const RUN_AS: u32 = 65532;
 
 const NAME: &str = "ferry";
 
+mod deployment;
+mod network;
+
 /// A reason the manifests cannot be made.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -39,13 +43,17 @@ pub struct Error {
     pub message: String,
 }
 
-/// What to deploy: the image and how many replicas (leader election on above one).
+/// What to deploy: the image, how many replicas (leader election on above one), and who may
+/// scrape the metrics.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The container image.
     pub image: String,
     /// Replicas of the Deployment.
     pub replicas: u32,
+    /// The namespaces allowed to reach ferry's metrics port (where Prometheus runs); none
+    /// lets only the kubelet's probes in.
+    pub metrics_namespaces: Vec<String>,
 }
 
 /// The super cluster's manifests, and warnings (kubeconfigs that read local files, which
@@ -178,6 +186,15 @@ pub fn super_cluster(
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ferry-super"},
         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
     }));
+    // The Lease of leader election (and of sharding) lives in ferry's namespace alone.
+    documents.push(crate::rbac::lease_role(namespace));
+    documents.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta("ferry-leases", Some(namespace)),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ferry-leases"},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+    }));
     if let Some(ts) = &config.tenant_secrets {
         documents.push(crate::rbac::tenant_secrets_role(&ts.namespace));
         documents.push(json!({
@@ -204,15 +221,15 @@ pub fn super_cluster(
         }));
     }
     let port = config.metrics_address.port();
-    documents.push(deployment(
+    let pod = deployment::Pod {
         namespace,
-        options,
-        &config_mount,
-        &digest,
+        config: &config_mount,
+        digest: &digest,
         items,
         port,
-        !kubeconfigs.is_empty(),
-    ));
+        kubeconfigs: !kubeconfigs.is_empty(),
+    };
+    documents.push(deployment::deployment(pod, options));
     let budget = if options.replicas > 1 {
         json!({"minAvailable": 1})
     } else {
@@ -237,6 +254,16 @@ pub fn super_cluster(
             "ports": [{"name": "metrics", "port": port, "targetPort": "metrics"}],
         },
     }));
+    documents.push(network::network_policy(
+        namespace,
+        port,
+        &options.metrics_namespaces,
+    ));
+    if options.metrics_namespaces.is_empty() {
+        warnings.push(format!(
+            "no --metrics-namespace: the NetworkPolicy lets only the kubelet's probes reach port {port}; name the namespace Prometheus scrapes from"
+        ));
+    }
     if config.tenants.is_empty() && config.tenant_secrets.is_none() {
         warnings.push("the configuration names no tenant and no tenantSecrets".into());
     }
@@ -396,88 +423,6 @@ fn reads_files(doc: &serde_yaml::Value) -> Option<String> {
         serde_yaml::Value::Sequence(items) => items.iter().find_map(reads_files),
         _ => None,
     }
-}
-
-fn deployment(
-    namespace: &str,
-    options: &Options,
-    config: &str,
-    digest: &str,
-    items: Vec<Value>,
-    port: u16,
-    kubeconfigs: bool,
-) -> Value {
-    let mut args = vec!["run", "--config", config, "--log-format", "json"];
-    if options.replicas > 1 {
-        args.push("--leader-elect");
-    }
-    let mut volumes = vec![
-        json!({"name": "config", "configMap": {"name": "ferry-config", "items": items}}),
-        json!({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}),
-    ];
-    let mut mounts = vec![
-        json!({"name": "config", "mountPath": CONFIG_DIR, "readOnly": true}),
-        json!({"name": "tmp", "mountPath": "/tmp"}),
-    ];
-    if kubeconfigs {
-        volumes.push(json!({"name": "kubeconfigs", "secret": {"secretName": "ferry-kubeconfigs", "defaultMode": 0o440}}));
-        mounts.push(json!({"name": "kubeconfigs", "mountPath": KUBECONFIG_DIR, "readOnly": true}));
-    }
-    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": period, "timeoutSeconds": 2});
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(NAME, Some(namespace)),
-        "spec": {
-            "replicas": options.replicas,
-            "selector": {"matchLabels": labels()},
-            // One replica is never two writers at once (no leader election then).
-            "strategy": if options.replicas > 1 {
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}})
-            } else {
-                json!({"type": "Recreate"})
-            },
-            "template": {
-                "metadata": {
-                    "labels": labels(),
-                    // A new configuration rolls the pods.
-                    "annotations": {"ferry.dev/config-sha256": digest},
-                },
-                "spec": {
-                    "serviceAccountName": NAME,
-                    "securityContext": {
-                        "runAsNonRoot": true,
-                        "runAsUser": RUN_AS,
-                        "runAsGroup": RUN_AS,
-                        "fsGroup": RUN_AS,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [{
-                        "name": NAME,
-                        "image": options.image,
-                        "args": args,
-                        "env": [{"name": "HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "ports": [{"name": "metrics", "containerPort": port}],
-                        "livenessProbe": probe("/healthz", 10),
-                        "readinessProbe": probe("/readyz", 5),
-                        "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 2, "failureThreshold": 30},
-                        "resources": {
-                            "requests": {"cpu": "100m", "memory": "128Mi"},
-                            "limits": {"cpu": "2", "memory": "1Gi"},
-                        },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "readOnlyRootFilesystem": true,
-                            "runAsNonRoot": true,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                        "volumeMounts": mounts,
-                    }],
-                    "volumes": volumes,
-                },
-            },
-        },
-    })
 }
 
 /// What to apply in a tenant's cluster: a namespace and service account for ferry,

@@ -14,8 +14,18 @@ use crate::schema::Rule;
 
 /// Reading a kind: what watchers need.
 const READ: &[&str] = &["get", "list", "watch"];
-/// Owning a kind: reading it and writing copies of it.
-const WRITE: &[&str] = &[
+/// Owning the super copies of a toSuper kind: reading them, and writing them as the engine
+/// does (`engine/sync/src/write.rs`): create, server-side apply and JSON or merge patches
+/// (`patch`), delete. It never replaces one, so no `update`.
+const APPLY: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
+/// Owning the tenant copies of a fromSuper or produced kind: these are created and then
+/// replaced whole under their resourceVersion when they differ (`Writer::replace`, a PUT:
+/// `update`).
+const COPY: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+/// Every verb ferry may be granted, in the order RBAC rules list them.
+const VERBS: [&str; 7] = [
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
 
@@ -59,12 +69,7 @@ impl Rules {
     fn into_role(self, name: &str, side: &str) -> Value {
         let mut grouped: BTreeMap<(String, Vec<&str>), Vec<String>> = BTreeMap::new();
         for ((group, resource), verbs) in self.0 {
-            let verbs: Vec<&str> = [
-                "get", "list", "watch", "create", "update", "patch", "delete",
-            ]
-            .into_iter()
-            .filter(|v| verbs.contains(v))
-            .collect();
+            let verbs: Vec<&str> = VERBS.into_iter().filter(|v| verbs.contains(v)).collect();
             grouped.entry((group, verbs)).or_default().push(resource);
         }
         let rules: Vec<Value> = grouped
@@ -89,16 +94,12 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
     let mut tenant_side = Rules::default();
     // Super namespaces are created with their ownership labels; tenant namespaces are read to
     // map them; a super namespace is deleted when its tenant namespace is. Refusals become
-    // Events on tenant objects. Leader election holds a Lease.
+    // Events on tenant objects. The Lease of leader election is not here: it lives in ferry's
+    // own namespace, granted there by [`lease_role`].
     super_side.allow(
         "",
         "namespaces",
         &["get", "list", "watch", "create", "patch", "delete"],
-    );
-    super_side.allow(
-        "coordination.k8s.io",
-        "leases",
-        &["get", "create", "update"],
     );
     // Tenant namespaces carry `ferry.dev/super`, the super cluster they run in.
     tenant_side.allow("", "namespaces", &["get", "list", "watch", "patch"]);
@@ -109,16 +110,13 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
         let name = plural(&resource.group_kind.kind, resource.plan.plural.as_deref());
         match resource.direction {
             Direction::ToSuper => {
-                super_side.allow(group, &name, WRITE);
+                super_side.allow(group, &name, APPLY);
                 tenant_side.allow(group, &name, READ);
                 // What flows up: status through its subresource (when the CRD declares one;
-                // a kind without a schema gets none), super-owned fields through the object.
+                // a kind without a schema gets none), super-owned fields through the object,
+                // both by server-side apply (`patch`).
                 if resource.plan.has_status_subresource {
-                    tenant_side.allow(
-                        group,
-                        &format!("{name}/status"),
-                        &["get", "update", "patch"],
-                    );
+                    tenant_side.allow(group, &format!("{name}/status"), &["patch"]);
                 }
                 let owned = resource
                     .plan
@@ -130,13 +128,13 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
                 let status_in_object = !resource.plan.has_status_subresource
                     && resource.plan.known_paths.iter().any(|p| p == "status");
                 if owned || status_in_object {
-                    tenant_side.allow(group, &name, &["update", "patch"]);
+                    tenant_side.allow(group, &name, &["patch"]);
                 }
             }
             // Public and produced objects are read in the super cluster, copied into tenants.
             Direction::FromSuper | Direction::Produced => {
                 super_side.allow(group, &name, READ);
-                tenant_side.allow(group, &name, WRITE);
+                tenant_side.allow(group, &name, COPY);
             }
         }
     }
@@ -144,6 +142,26 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
         super_side.into_role("ferry-super", "super"),
         tenant_side.into_role("ferry-tenant", "tenant"),
     ]
+}
+
+/// The Role in ferry's own namespace (`namespace`, where `leaderElection.namespace` says)
+/// holding the Lease of leader election: read it, create it once, and renew, take over or
+/// release it by replacing it under its resourceVersion (the compare-and-swap of
+/// `engine/sync/src/leader.rs`, a PUT: `update`). A Role, not the ClusterRole: ferry holds no
+/// Lease anywhere else, and a tenant's super namespace may hold Leases of its own workloads.
+pub fn lease_role(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": "ferry-leases",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "super"},
+        },
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+        ],
+    })
 }
 
 /// The Role in the namespace of `tenantSecrets` (`namespace`): reading the kubeconfig Secrets

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  Identity::Admin | Identity::Rbac ─▶ kubeconfigs (Rbac: impersonate user ferry-e2e, bound
-//!                                      to exactly the ClusterRoles `ferry rbac` prints)
+//!                                      to exactly the roles `ferry rbac` prints)
 //!  SyncConfig ─▶ Ferry::start (child process) ─▶ /readyz, /metrics ─▶ Ferry::stop (SIGTERM)
 //! ```
 
@@ -24,12 +24,15 @@ use crate::{clusters_dir, root, unique};
 /// The user ferry runs as under [`Identity::Rbac`].
 pub const RBAC_USER: &str = "ferry-e2e";
 
+/// ferry's own namespace in the super cluster, where its Lease is (`leaderElection.namespace`).
+pub const FERRY_NAMESPACE: &str = "ferry-system";
+
 /// Whom ferry runs as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Identity {
     /// The harness's admin (system:masters).
     Admin,
-    /// A user bound only to the ClusterRoles `ferry rbac --policy policies` prints.
+    /// A user bound only to the roles `ferry rbac --policy policies` prints.
     Rbac,
 }
 
@@ -64,11 +67,12 @@ pub fn kubeconfig(cluster: &str, identity: Identity, dir: &Path) -> Result<PathB
     Ok(path)
 }
 
-/// Installs the ClusterRoles `ferry rbac` prints for `policy`, bound to [`RBAC_USER`]:
-/// `ferry-super` in the super cluster, `ferry-tenant` in each tenant.
+/// Installs the roles `ferry rbac` prints for `policy`, bound to [`RBAC_USER`]: the
+/// ClusterRoles `ferry-super` in the super cluster and `ferry-tenant` in each tenant, and the
+/// Role `ferry-leases` in [`FERRY_NAMESPACE`] of the super cluster.
 pub async fn install_rbac(ferry: &Path, policy: &Path, clusters: &crate::Clusters) -> Result<()> {
     let out = Command::new(ferry)
-        .args(["rbac", "--policy"])
+        .args(["rbac", "--namespace", FERRY_NAMESPACE, "--policy"])
         .arg(policy)
         .output()
         .context("running ferry rbac")?;
@@ -113,6 +117,50 @@ pub async fn install_rbac(ferry: &Path, policy: &Path, clusters: &crate::Cluster
             .await
             .with_context(|| format!("applying {kind} {name}"))?;
         }
+    }
+    let lease_role = roles
+        .iter()
+        .find(|r| r["kind"] == "Role" && r["metadata"]["name"] == "ferry-leases")
+        .context("ferry rbac printed no Role ferry-leases")?;
+    install_lease_role(&clusters.super_cluster, lease_role).await
+}
+
+/// The Role holding ferry's Lease, bound to [`RBAC_USER`] in [`FERRY_NAMESPACE`] (made first:
+/// a Role needs its namespace).
+async fn install_lease_role(client: &Client, role: &Value) -> Result<()> {
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FERRY_NAMESPACE}});
+    namespaces
+        .patch(
+            FERRY_NAMESPACE,
+            &PatchParams::apply("ferry-testkit").force(),
+            &Patch::Apply(&namespace),
+        )
+        .await
+        .context("applying ferry's namespace")?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": format!("ferry-leases-{RBAC_USER}"), "namespace": FERRY_NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ferry-leases"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": RBAC_USER}],
+    });
+    for (kind, object) in [("Role", role), ("RoleBinding", &binding)] {
+        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            FERRY_NAMESPACE,
+            &ApiResource::from_gvk(&gvk),
+        );
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        api.patch(
+            name,
+            &PatchParams::apply("ferry-testkit").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .with_context(|| format!("applying {kind} {name}"))?;
     }
     Ok(())
 }
@@ -202,7 +250,7 @@ pub fn write_config(dir: &Path, settings: &Settings, port: u16) -> Result<PathBu
             "super": {"kubeconfig": super_kubeconfig},
             "tenants": tenants,
             "patrolInterval": settings.patrol,
-            "leaderElection": {"enabled": settings.leader_election, "namespace": "ferry-system", "lease": settings.lease},
+            "leaderElection": {"enabled": settings.leader_election, "namespace": FERRY_NAMESPACE, "lease": settings.lease},
             "metrics": {"address": format!("127.0.0.1:{port}")},
         }
     });

@@ -278,7 +278,7 @@ macro_rules! scenarios {
                 }
             )*
         }
-        /// As a user bound only to the ClusterRoles `ferry rbac` prints.
+        /// As a user bound only to the roles `ferry rbac` prints.
         mod rbac {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

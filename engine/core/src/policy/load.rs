@@ -394,6 +394,13 @@ fn load_resource(
             &at,
         )?)
     };
+    let annotations = super::annotations::load(
+        entry.annotations.as_ref(),
+        direction,
+        entry.dependency,
+        &plan,
+        &here,
+    )?;
     if let Some(crd_scope) = &plan.crd_scope {
         let approved = format!("{:?}", entry.scope);
         if *crd_scope != approved {
@@ -419,6 +426,7 @@ fn load_resource(
         transforms,
         dependency: entry.dependency,
         selector,
+        annotations,
         both_ways: false,
         at: p.positions.at(&format!("spec.resources[{i}]")),
     })

@@ -9,6 +9,7 @@
 // Load errors carry every location a user needs to fix the file; they happen once per load,
 // so their size costs nothing worth boxing for.
 
+pub mod annotations;
 mod fields;
 pub mod load;
 pub mod model;
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use annotations::Annotations;
 pub use load::{load, LoadOptions};
 pub use model::{Direction, LabelSelector, Scope, SelectorRequirement};
 
@@ -124,6 +126,8 @@ pub struct Resource {
     pub dependency: bool,
     /// Which objects of the kind cross.
     pub selector: Option<LabelSelector>,
+    /// Which tenant annotations the super copies carry.
+    pub annotations: Annotations,
     /// The kind is approved both ways (this entry and another of the other direction).
     pub both_ways: bool,
     /// Where the entry is written.

@@ -185,6 +185,21 @@ pub struct ResourceEntry {
     /// Field rules: JSONPath paths with the meaning of a schema annotation.
     #[serde(default)]
     pub fields: Vec<FieldRuleEntry>,
+    /// Which tenant annotations go down with the kind's objects (toSuper only). Absent: every
+    /// annotation, except for a dependency, which carries none (only ferry's own); the keys
+    /// the kind's field rules map are always allowed.
+    #[serde(default)]
+    pub annotations: Option<AnnotationsEntry>,
+}
+
+/// A resource's `annotations`: which tenant annotations its super copies carry.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnnotationsEntry {
+    /// Annotation keys or globs (`*` any characters, `?` one character; nothing else is
+    /// special), such as `example.com/tier` or `reflector.v1.k8s.emberstack.com/*`.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// One entry of a resource's `fields`: a JSONPath and exactly one action, each with the

@@ -245,9 +245,19 @@ impl<'a> Guard<'a> {
         };
         for (field, map) in [("labels", labels), ("annotations", annotations)] {
             for (key, value) in map {
-                if key.starts_with(RESERVED_PREFIX) && !ours(field, key) {
+                if key.starts_with(RESERVED_PREFIX) {
+                    if !ours(field, key) {
+                        return Err(self.refuse(format!(
+                            "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
+                        )));
+                    }
+                } else if field == "annotations" && !resource.annotations.allows(key) {
+                    // Translation leaves such keys out: one here was put back (a transform).
                     return Err(self.refuse(format!(
-                        "metadata.{field}[{key:?}]: ferry.dev/ keys are ferry's (ownership cannot be forged)"
+                        "metadata.annotations[{key:?}]: {} ({} at {})",
+                        resource.annotations.why_not(),
+                        resource.group_kind,
+                        resource.at
                     )));
                 }
                 let value = value.as_str().unwrap_or("");

@@ -10,7 +10,7 @@ use super::{
     ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
 };
 use crate::naming::{dns_label_problem, dns_subdomain_problem, NameMap};
-use crate::policy::{Resource, Scope};
+use crate::policy::{Annotations, Resource, Scope};
 
 /// Holds the whole last-applied object, including fields that must not leave the tenant.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -79,6 +79,36 @@ fn copy_user_keys(
         }
     }
     out
+}
+
+/// Leaves out the tenant annotations the policy does not let cross with `resource` (for a
+/// dependency, by default, all of them: super-side controllers act on annotations).
+fn allowed_only(
+    annotations: &mut Map<String, Value>,
+    resource: &Resource,
+    changes: &mut Option<&mut Vec<Change>>,
+) {
+    if resource.annotations == Annotations::All {
+        return;
+    }
+    annotations.retain(|key, value| {
+        let keep = resource.annotations.allows(key);
+        if !keep {
+            record!(
+                changes,
+                join("metadata.annotations", key),
+                Some(value.clone()),
+                None,
+                format!(
+                    "policy: {} ({} at {})",
+                    resource.annotations.why_not(),
+                    resource.group_kind,
+                    resource.at
+                )
+            );
+        }
+        keep
+    });
 }
 
 fn insert(
@@ -208,6 +238,7 @@ pub fn down(
     );
     out.insert("labels".into(), Value::Object(labels));
     let mut annotations = copy_user_keys(meta.remove("annotations"), "annotations", &mut changes);
+    allowed_only(&mut annotations, resource, &mut changes);
     if let Some(ns) = namespace {
         insert(
             &mut annotations,

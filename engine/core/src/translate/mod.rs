@@ -18,7 +18,6 @@ mod guard;
 mod metadata;
 mod namespace_labels;
 mod outcome;
-mod path;
 
 pub use guard::{Published, READ_DEPTH, UNREAD};
 pub use metadata::flowing_up;
@@ -29,6 +28,7 @@ pub use path::Path;
 use serde_json::{Map, Value};
 
 use crate::naming::NameMap;
+use crate::path;
 use crate::policy::{Direction, Policy, Resource};
 use crate::sandbox::{CallContext, Hook, Sandbox};
 

@@ -49,6 +49,9 @@ fn value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         Just(json!(7)),
         Just(json!(true)),
+        // Past int64: serde_json reads them as u64, Kubernetes cannot hold them.
+        Just(json!(i64::MAX as u64 + 1)),
+        Just(json!(u64::MAX)),
     ];
     let nested = leaf.prop_recursive(3, 12, 3, |inner| {
         prop_oneof![
@@ -183,9 +186,24 @@ fn nest(depth: usize, lists: u64, leaf: Value) -> Value {
     })
 }
 
+/// Every number in `v` that is neither an int64 nor a finite float.
+fn unholdable_numbers(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Number(n)
+            if !n.is_i64() && !n.as_f64().is_some_and(|f| f.is_finite() && n.is_f64()) =>
+        {
+            out.push(format!("number {n}"))
+        }
+        Value::Array(a) => a.iter().for_each(|v| unholdable_numbers(v, out)),
+        Value::Object(m) => m.values().for_each(|v| unholdable_numbers(v, out)),
+        _ => {}
+    }
+}
+
 /// What the guard promises of a written super object, checked by path.
 fn violations(obj: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    unholdable_numbers(obj, &mut out);
     if levels(obj) > super::values::MAX_DEPTH {
         out.push(format!("nested {} levels", levels(obj)));
     }
@@ -435,6 +453,8 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
     assert!(v.iter().any(|v| v.contains("kube-system")), "{v:?}");
     assert!(v.iter().any(|v| v.contains("forged key")), "{v:?}");
     assert!(v.iter().any(|v| v.contains("gadget")), "{v:?}");
+    let big = widget("w", "prod", json!({}), json!({"free": [u64::MAX]}));
+    assert!(violations(&big).iter().any(|v| v.contains("number")));
     let deep = widget(
         "w",
         "prod",

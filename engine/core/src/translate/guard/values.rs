@@ -85,16 +85,23 @@ pub(super) fn nested(value: &Value, path: &Path<'_>, blame: Reason) -> Result<()
     ))
 }
 
-/// Kubernetes (Go) holds numbers as 64-bit integers or floats; with arbitrary precision a
-/// 30-digit integer is neither, and would print differently as YAML and as JSON.
+/// Kubernetes (Go) holds numbers as 64-bit signed integers or floats; with arbitrary
+/// precision a 30-digit integer is neither, and would print differently as YAML and as JSON.
+/// An integer past `i64::MAX` (serde_json reads it as a u64) is refused too: an API server
+/// would reject it or read it as a float, so the copy would not hold what was sent.
 pub(super) fn number(n: &Number, path: &Path<'_>) -> Result<()> {
-    if n.is_i64() || n.is_u64() || (n.is_f64() && n.as_f64().is_some_and(f64::is_finite)) {
+    if n.is_i64() || (n.is_f64() && n.as_f64().is_some_and(f64::is_finite)) {
         return Ok(());
     }
-    Err(Refusal::new(
-        Reason::Invalid,
-        format!("{path}: the number {n} cannot be represented (expected a 64-bit integer or a finite float)"),
-    ))
+    let why = if n.is_u64() {
+        format!(
+            "the integer {n} is above {}, the largest integer Kubernetes holds (int64)",
+            i64::MAX
+        )
+    } else {
+        format!("the number {n} cannot be represented (expected a 64-bit signed integer or a finite float)")
+    };
+    Err(Refusal::new(Reason::Invalid, format!("{path}: {why}")))
 }
 
 /// `metadata.<field>` (labels or annotations), once every value is checked to be a string
@@ -143,4 +150,48 @@ pub(super) fn optional_str<'v>(
 
 pub(super) fn get_str<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
     map.get(key).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Number;
+
+    use super::number;
+    use crate::translate::path::Path;
+
+    fn checked(text: &str) -> Result<(), String> {
+        let n: Number = serde_json::from_str(text).expect("a JSON number");
+        number(&n, &Path::Root.key("replicas")).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn numbers_kubernetes_holds_pass() {
+        for ok in [
+            "0",
+            "-1",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "1.5",
+            "-2e10",
+        ] {
+            assert_eq!(checked(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn integers_past_int64_are_refused_with_where_and_why() {
+        for big in ["9223372036854775808", "18446744073709551615"] {
+            let e = checked(big).expect_err(big);
+            assert!(e.starts_with("replicas: the integer"), "{e}");
+            assert!(e.contains("int64"), "{e}");
+        }
+        for huge in [
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "1e400",
+        ] {
+            let e = checked(huge).expect_err(huge);
+            assert!(e.contains("cannot be represented"), "{e}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Field paths built lazily: a chain of segments on the stack, turned into text
 //! (`spec.items[2].name`, `metadata.labels["ferry.dev/tenant"]`) only for an explanation or an
-//! error, so that translating an object allocates no path strings.
+//! error, so that translating an object (or writing a transform's output) allocates no path
+//! strings.
 
 use std::fmt;
 
