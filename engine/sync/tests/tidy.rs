@@ -1,5 +1,6 @@
 //! Tidy checks over the whole workspace: every Rust source file starts with a `//!` doc, is
-//! named in ARCHITECTURE.md's code map and stays under 500 lines; no two modules of a crate
+//! named in ARCHITECTURE.md's code map and stays under 800 lines (STYLE.md: a file holding one
+//! concept may grow so far; functions are what is measured); no two modules of a crate
 //! import each other, directly or in a loop; the metrics ARCHITECTURE.md lists are exactly
 //! those `/metrics` serves.
 
@@ -13,7 +14,7 @@ const CRATES: &[&str] = &[
     "engine/testkit",
     "xtask",
 ];
-const MAX_LINES: usize = 500;
+const MAX_LINES: usize = 800;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

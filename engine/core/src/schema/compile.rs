@@ -300,9 +300,10 @@ impl Compiler<'_> {
                 if let (ReferenceOr::Item(s), false) = (prop, is_ref) {
                     self.lint(s, name, &child_yaml, &child_field);
                 }
-                let templated = field.rsplit('.').next().is_some_and(|last| {
-                    last.to_ascii_lowercase().ends_with("template")
-                });
+                let templated = field
+                    .rsplit('.')
+                    .next()
+                    .is_some_and(|last| last.to_ascii_lowercase().ends_with("template"));
                 if name == "type" && templated && !node.has(|r| matches!(r, Rule::SecretTemplate)) {
                     self.warnings.push((
                         self.at(&child_yaml),
