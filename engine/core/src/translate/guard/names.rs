@@ -223,21 +223,28 @@ impl Guard<'_> {
                 }
                 _ => Ok(()),
             },
-            Rule::Host(Hosts::Service | Hosts::Both) => {
-                let service = normalize_host(text)
-                    .ok()
-                    .and_then(|h| match in_cluster(&h) {
-                        Ok(InCluster::Namespaced(s)) => Some(s.namespace),
-                        _ => None,
-                    });
-                match service {
-                    Some(ns) => self.up_namespace(&ns, path),
-                    None => Ok(()),
+            Rule::Host(hosts @ (Hosts::Service | Hosts::Both)) => {
+                let normal = normalize_host(text)
+                    .map_err(|why| Refusal::new(Reason::Invalid, format!("{path}: {why}")))?;
+                if *hosts == Hosts::Both && !looks_in_cluster(&normal) {
+                    return Ok(());
+                }
+                match in_cluster(&normal) {
+                    Ok(InCluster::Short) => Ok(()),
+                    Ok(InCluster::Namespaced(s)) => self.up_namespace(&s.namespace, path),
+                    // What ferry cannot read as a name of one namespace never flows up.
+                    Ok(InCluster::NotService) | Err(_) => Err(Refusal::new(
+                        Reason::OutsideTenant,
+                        format!("{path}: {text:?} is not an in-cluster name ferry can check"),
+                    )),
                 }
             }
             Rule::Identity => match identity(text) {
                 Ok(id) => self.up_namespace(id.namespace, path),
-                Err(_) => Ok(()),
+                Err(why) => Err(Refusal::new(
+                    Reason::OutsideTenant,
+                    format!("{path}: {why}"),
+                )),
             },
             _ => Ok(()),
         }

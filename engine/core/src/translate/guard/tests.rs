@@ -467,3 +467,4 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
 }
 
 mod depth;
+mod names;
