@@ -310,4 +310,5 @@ scenarios!(
     gateway_api_stays_in_tenant,
     shared_gateway_both_ways,
     produced_objects_flow_up,
+    token_secrets_never_cross,
 );

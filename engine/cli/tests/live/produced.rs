@@ -169,3 +169,44 @@ pub async fn produced_objects_flow_up(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+
+/// A service-account token never comes up: the super cluster's token controller fills such a
+/// Secret with a credential for the super cluster's own API server. A Certificate naming one
+/// gets an Event `Forbidden`, and the tenant never holds a copy, while a sibling's produced
+/// Secret does flow up.
+pub async fn token_secrets_never_cross(identity: Identity) -> Result<()> {
+    let mut env = Env::new(identity, "token").await?;
+    let ferry = env.ferry(&["team-a"]).await?;
+    let (a, s) = (env.tenant("team-a"), env.super_());
+    let ns = env.namespace("team-a", "certs").await?;
+    let super_ns = format!("team-a-{ns}");
+    for name in ["web", "svc"] {
+        create(&a, certificate(&ns, name, &format!("{name}-secret"))).await?;
+        CERTIFICATE
+            .at(&s, &super_ns, name)
+            .until("Certificate copy", |_| true)
+            .await?;
+    }
+    create(&s, tls_secret(&super_ns, "web-secret", "cert")).await?;
+    create(
+        &s,
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {"name": "svc-secret", "namespace": super_ns,
+                         "annotations": {"kubernetes.io/service-account.name": "default"}},
+        }),
+    )
+    .await?;
+    SECRET
+        .at(&a, &ns, "web-secret")
+        .until("the sibling's produced Secret copied up", |_| true)
+        .await?;
+    let note = until_event(&a, &ns, "svc", "Forbidden").await?;
+    ensure!(note.contains("service-account-token"), "{note}");
+    drained(&ferry).await?;
+    ensure!(
+        SECRET.at(&a, &ns, "svc-secret").get().await?.is_none(),
+        "a service-account token Secret was copied into the tenant"
+    );
+    env.finish(ferry).await
+}

@@ -64,7 +64,7 @@ impl Fields<'_> {
         value: &mut Value,
         path: &Path<'_>,
     ) -> Result<()> {
-        let Some(pattern) = self.string_value(value, path, "a namespace glob")? else {
+        let Some(pattern) = text(value, path, "a namespace glob")?.map(str::to_string) else {
             return Ok(());
         };
         let mapped = match self.way {
@@ -102,7 +102,7 @@ impl Fields<'_> {
         value: &mut Value,
         path: &Path<'_>,
     ) -> Result<()> {
-        let Some(host) = self.string_value(value, path, "a host name")? else {
+        let Some(host) = text(value, path, "a host name")?.map(str::to_string) else {
             return Ok(());
         };
         let normal = normalize_host(&host).map_err(|why| {
@@ -149,7 +149,7 @@ impl Fields<'_> {
         value: &mut Value,
         path: &Path<'_>,
     ) -> Result<()> {
-        let Some(text) = self.string_value(value, path, "a workload identity")? else {
+        let Some(text) = text(value, path, "a workload identity")?.map(str::to_string) else {
             return Ok(());
         };
         let id = identity(&text)
@@ -255,19 +255,6 @@ impl Fields<'_> {
         secret_template(value, path)
     }
 
-    /// The string of a value that holds one; `None` for null and `""`.
-    fn string_value(&self, value: &Value, path: &Path<'_>, what: &str) -> Result<Option<String>> {
-        match value {
-            Value::Null => Ok(None),
-            Value::String(s) if s.is_empty() => Ok(None),
-            Value::String(s) => Ok(Some(s.clone())),
-            other => Err(Refusal::new(
-                Reason::Invalid,
-                format!("{path}: expected {what}, found {other}"),
-            )),
-        }
-    }
-
     /// Up, the tenant name of a super namespace when it is one of the tenant's namespaces.
     pub(super) fn tenant_namespace(&self, super_ns: &str) -> Option<String> {
         self.names
@@ -338,5 +325,21 @@ pub(crate) fn secret_template(value: &Value, path: &Path<'_>) -> Result<()> {
             format!("{path}: a template of a Secret with {why}"),
         )),
         None => Ok(()),
+    }
+}
+
+/// The string of a value that holds one; `None` for null and `""`.
+pub(crate) fn text<'v>(value: &'v Value, path: &Path<'_>, what: &str) -> Result<Option<&'v str>> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        other => Err(Refusal::new(
+            Reason::Invalid,
+            format!(
+                "{path}: expected {what}, found {}",
+                crate::translate::fields::selector::shown(other)
+            ),
+        )),
     }
 }

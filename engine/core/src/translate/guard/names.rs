@@ -13,7 +13,7 @@ use crate::naming::embedded::{
 };
 use crate::schema::{Hosts, Node, Rule};
 use crate::translate::fields::names::{
-    forbidden, is_empty_value, outside_domains, requires_below, secret_template, token_secret,
+    forbidden, is_empty_value, outside_domains, requires_below, secret_template, text, token_secret,
 };
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
@@ -274,18 +274,5 @@ impl Guard<'_> {
                 self.names.tenant()
             ),
         ))
-    }
-}
-
-/// The string of a value that holds one; `None` for null and `""`.
-fn text<'v>(value: &'v Value, path: &Path<'_>, what: &str) -> Result<Option<&'v str>> {
-    match value {
-        Value::Null => Ok(None),
-        Value::String(s) if s.is_empty() => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(Refusal::new(
-            Reason::Invalid,
-            format!("{path}: expected {what}, found {}", shown(other)),
-        )),
     }
 }
