@@ -466,4 +466,5 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
         .any(|v| v.contains("nested 65 levels")));
 }
 
+mod annotations;
 mod depth;
