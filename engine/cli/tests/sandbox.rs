@@ -198,7 +198,7 @@ fn numbers_reach_a_transform_as_numbers() {
     let types = "def to_super(obj, ctx):\n    obj[\"data\"] = {k: type(v) for k, v in obj[\"spec\"].items()}\n    obj[\"spec\"][\"half\"] = obj[\"spec\"][\"half\"] * 2\n    return obj\n";
     let types = script("types", types, Limits::default());
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
-        "spec": {"half": 0.5, "big": u64::MAX, "small": -3, "tiny": 1.5e-300}});
+        "spec": {"half": 0.5, "big": i64::MAX, "small": -3, "tiny": 1.5e-300}});
     let out = sandbox
         .call(&types, Hook::ToSuper, &object, &ctx)
         .unwrap()
@@ -208,11 +208,30 @@ fn numbers_reach_a_transform_as_numbers() {
         json!({"half": "float", "big": "int", "small": "int", "tiny": "float"})
     );
     assert_eq!(out["spec"]["half"], json!(1.0));
-    let huge: serde_json::Value = serde_json::from_str(r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": {"huge": 123456789012345678901234567890}}"#).unwrap();
-    let e = sandbox
-        .call(&types, Hook::ToSuper, &huge, &ctx)
-        .unwrap_err();
-    assert!(e.to_string().contains("cannot be represented"), "{e}");
+    // Integers past int64 (Kubernetes holds none) never reach a transform.
+    for huge in ["18446744073709551615", "123456789012345678901234567890"] {
+        let huge: serde_json::Value = serde_json::from_str(&format!(r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "x"}}, "spec": {{"huge": {huge}}}}}"#)).unwrap();
+        let e = sandbox
+            .call(&types, Hook::ToSuper, &huge, &ctx)
+            .unwrap_err();
+        assert!(e.to_string().contains("outside int64"), "{e}");
+    }
+    // Nor does a transform write one, or a float JSON cannot hold.
+    for (value, expected) in [
+        ("float(\"-inf\")", "the float -inf is not a finite number"),
+        ("float(\"nan\")", "not a finite number"),
+        ("9223372036854775807 + 1", "outside int64"),
+    ] {
+        let source = format!("def to_super(obj, ctx):\n    obj[\"spec\"] = {{\"limits\": [1, {value}]}}\n    return obj\n");
+        let out = script("out", &source, Limits::default());
+        let e = sandbox
+            .call(&out, Hook::ToSuper, &object, &ctx)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("output spec.limits[1]") && e.to_string().contains(expected),
+            "{e}"
+        );
+    }
     // A key serde_json reserves, made from a tenant's string, is not written.
     let keyed = "def to_super(obj, ctx):\n    obj[\"data\"] = {obj[\"spec\"][\"k\"]: \"[1]\"}\n    return obj\n";
     let keyed = script("keyed", keyed, Limits::default());

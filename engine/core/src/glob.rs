@@ -52,18 +52,20 @@ impl Glob {
     /// Whether `key` matches the whole pattern.
     pub fn matches(&self, key: &str) -> bool {
         // The classic two-cursor match: on a mismatch, the last `*` takes one more character.
-        // At most (pattern × key) steps, both bounded by the key length limits.
-        let (pattern, key): (Vec<char>, Vec<char>) =
-            (self.0.chars().collect(), key.chars().collect());
+        // At most (pattern × key) steps, both bounded by the key length limits. Bytes, not
+        // chars: the guard matches every annotation of every copy, and allocates nothing
+        // unless it refuses. A pattern is ASCII, so only a key holding other characters (which
+        // no valid key does) could see `?` take one byte of a longer character.
+        let (pattern, key) = (self.0.as_bytes(), key.as_bytes());
         let (mut p, mut k) = (0, 0);
         let mut star: Option<(usize, usize)> = None;
         while k < key.len() {
             match pattern.get(p) {
-                Some('*') => {
+                Some(b'*') => {
                     star = Some((p, k));
                     p += 1;
                 }
-                Some(&c) if c == '?' || c == key[k] => {
+                Some(&c) if c == b'?' || c == key[k] => {
                     p += 1;
                     k += 1;
                 }
@@ -77,7 +79,7 @@ impl Glob {
                 },
             }
         }
-        pattern[p..].iter().all(|&c| c == '*')
+        pattern[p..].iter().all(|&c| c == b'*')
     }
 }
 

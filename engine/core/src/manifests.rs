@@ -176,35 +176,7 @@ pub fn super_cluster(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(namespace, None)}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, Some(namespace))}),
     ];
-    let mut roles = crate::rbac::cluster_roles(policy);
-    let super_role = roles.remove(0);
-    documents.push(super_role);
-    documents.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": meta("ferry-super", None),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ferry-super"},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-    }));
-    // The Lease of leader election (and of sharding) lives in ferry's namespace alone.
-    documents.push(crate::rbac::lease_role(namespace));
-    documents.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": meta("ferry-leases", Some(namespace)),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ferry-leases"},
-        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-    }));
-    if let Some(ts) = &config.tenant_secrets {
-        documents.push(crate::rbac::tenant_secrets_role(&ts.namespace));
-        documents.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": meta("ferry-tenant-secrets", Some(&ts.namespace)),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ferry-tenant-secrets"},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        }));
-    }
+    documents.extend(access(config, policy, namespace));
     documents.push(json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -271,6 +243,34 @@ pub fn super_cluster(
         documents,
         warnings,
     })
+}
+
+/// What ferry's service account (in `namespace`) may do: the super side of `ferry rbac`
+/// cluster-wide, its Lease in its own namespace, and the kubeconfig Secrets of
+/// `tenantSecrets` in theirs; each role with its binding.
+fn access(config: &Config, policy: &Policy, namespace: &str) -> Vec<Value> {
+    let binding = |kind: &str, name: &str, at: Option<&str>| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": format!("{kind}Binding"),
+            "metadata": meta(name, at),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        })
+    };
+    let mut roles = crate::rbac::cluster_roles(policy);
+    let mut documents = vec![
+        roles.remove(0),
+        binding("ClusterRole", "ferry-super", None),
+        // The Lease of leader election (and of sharding) lives in ferry's namespace alone.
+        crate::rbac::lease_role(namespace),
+        binding("Role", "ferry-leases", Some(namespace)),
+    ];
+    if let Some(ts) = &config.tenant_secrets {
+        documents.push(crate::rbac::tenant_secrets_role(&ts.namespace));
+        documents.push(binding("Role", "ferry-tenant-secrets", Some(&ts.namespace)));
+    }
+    documents
 }
 
 /// The configuration as the pod reads it: the first super through the service account, the

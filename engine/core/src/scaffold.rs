@@ -102,7 +102,7 @@ pub fn skeleton(crd: &Value) -> Result<String, String> {
         let schema = version
             .pointer("/schema/openAPIV3Schema")
             .unwrap_or(&Value::Null);
-        let root = visit(schema, "", false).unwrap_or_default();
+        let root = visit(schema, "", "", false).unwrap_or_default();
         found += count(&root);
         out.push_str("    schema:\n      openAPIV3Schema:\n");
         emit(&root, 8, &mut out);
@@ -133,9 +133,8 @@ fn props(schema: &Value) -> Option<&serde_json::Map<String, Value>> {
 
 /// The overlay of `schema` (the field `name`, at `path`), or `None` when nothing below it
 /// needs ferry. `vault` is set below a Vault-like field, whose "namespaces" are not
-/// Kubernetes'.
-fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
-    let name = path.rsplit(['.', ']']).next().unwrap_or("");
+/// Kubernetes'. The name is passed, not cut from the path: a property name may hold a `.`.
+fn visit(schema: &Value, name: &str, path: &str, vault: bool) -> Option<Field> {
     let vault = vault || name.to_ascii_lowercase().contains("vault");
     let description = schema
         .get("description")
@@ -240,7 +239,8 @@ fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
             ""
         };
         field.comment = Some(format!(
-            "suggestion: x-ferry-ref: {{apiVersion: {api}, kind: {kind}{namespace}}}, if it names a Kubernetes object"
+            "suggestion: x-ferry-ref: {{apiVersion: {api}, kind: {}{namespace}}}, if it names a Kubernetes object",
+            scalar(&kind)
         ));
         if has("namespace") {
             field.properties.insert(
@@ -260,15 +260,15 @@ fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
             } else {
                 format!("{path}.{key}")
             };
-            if let Some(f) = visit(child, &child_path, vault) {
+            if let Some(f) = visit(child, key, &child_path, vault) {
                 field.properties.insert(key.clone(), f);
             }
         }
         if let Some(items) = schema.get("items") {
-            field.items = visit(items, &format!("{path}[*]"), vault).map(Box::new);
+            field.items = visit(items, "", &format!("{path}[*]"), vault).map(Box::new);
         }
         if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
-            field.values = visit(values, &format!("{path}.*"), vault).map(Box::new);
+            field.values = visit(values, "*", &format!("{path}.*"), vault).map(Box::new);
         }
     }
     (!field.is_empty()).then_some(field)
@@ -278,7 +278,7 @@ fn visit(schema: &Value, path: &str, vault: bool) -> Option<Field> {
 fn emit(field: &Field, indent: usize, out: &mut String) {
     let pad = " ".repeat(indent);
     if let Some(ty) = &field.ty {
-        out.push_str(&format!("{pad}type: {ty}\n"));
+        out.push_str(&format!("{pad}type: {}\n", scalar(ty)));
     }
     if let Some(default) = &field.default {
         out.push_str(&format!("{pad}default: {}\n", flow(default)));
@@ -289,8 +289,8 @@ fn emit(field: &Field, indent: usize, out: &mut String) {
     if !field.properties.is_empty() {
         out.push_str(&format!("{pad}properties:\n"));
         for (name, child) in &field.properties {
-            if let Some(comment) = &child.comment {
-                out.push_str(&format!("{pad}  # {comment}\n"));
+            if let Some(text) = &child.comment {
+                out.push_str(&format!("{pad}  # {}\n", comment(text)));
             }
             out.push_str(&format!("{pad}  {}:\n", scalar(name)));
             emit(child, indent + 4, out);
@@ -301,8 +301,8 @@ fn emit(field: &Field, indent: usize, out: &mut String) {
         ("additionalProperties", &field.values),
     ] {
         if let Some(child) = child {
-            if let Some(comment) = &child.comment {
-                out.push_str(&format!("{pad}# {comment}\n"));
+            if let Some(text) = &child.comment {
+                out.push_str(&format!("{pad}# {}\n", comment(text)));
             }
             out.push_str(&format!("{pad}{key}:\n"));
             emit(child, indent + 2, out);
@@ -310,7 +310,9 @@ fn emit(field: &Field, indent: usize, out: &mut String) {
     }
 }
 
-/// A scalar as YAML: plain when that reads back as the same string, quoted otherwise.
+/// A scalar as YAML: plain when that reads back as the same string, double-quoted otherwise.
+/// Names and values come from the CRD, which anyone may have written: quoting keeps a newline,
+/// `#`, `: ` or a quote in them from ending the scalar and starting a line of their own.
 fn scalar(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
@@ -319,8 +321,44 @@ fn scalar(s: &str) -> String {
     if plain {
         s.to_string()
     } else {
-        Value::String(s.to_string()).to_string()
+        quoted(s)
     }
+}
+
+/// `s` as a YAML double-quoted scalar of printable ASCII alone: every other character
+/// escaped (`\n`, `\u2028`, `\U0001F600`), so that no reader's idea of a line break (YAML 1.1
+/// also breaks lines at U+0085, U+2028 and U+2029) can end it early.
+fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            ' '..='~' => out.push(c),
+            c if u32::from(c) <= 0xFFFF => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push_str(&format!("\\U{:08X}", u32::from(c))),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `text` as the body of one comment line: control characters and line or paragraph
+/// separators become spaces, so text from the CRD can never end the comment and start an
+/// active line.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// A value as flow YAML: `{kind: Db, plural: dbs}`.
@@ -368,77 +406,4 @@ fn guess_kind(field: &str) -> (&'static str, String) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn crd(properties: &str) -> Value {
-        serde_yaml::from_str(&format!(
-            r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: dbs.example.com, uid: x}}
-spec:
-  group: example.com
-  names: {{kind: Db, plural: dbs}}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {properties}
-status: {{acceptedNames: {{}}}}
-"#
-        ))
-        .unwrap()
-    }
-
-    #[test]
-    fn annotates_only_what_is_certain_and_suggests_the_rest() {
-        let out = skeleton(&crd(
-            "{targetNamespace: {type: string, description: 'The Kubernetes namespace to restore into.'}, allowedNamespaces: {type: array, items: {type: string}}, secretRef: {type: object, properties: {name: {type: string}}}, podSelector: {type: object, properties: {matchLabels: {type: object}}}, engine: {type: string}, commonName: {type: string}, vault: {type: object, properties: {namespace: {type: string}}}, parentRefs: {type: array, items: {type: object, properties: {group: {type: string, default: gateway.networking.k8s.io}, kind: {type: string, default: Gateway}, name: {type: string}, namespace: {type: string}, sectionName: {type: string}}}}}",
-        ))
-        .unwrap();
-        assert!(out.contains("x-ferry-namespace: true"), "{out}");
-        assert!(
-            out.contains(
-                "x-ferry-ref: {apiVersionField: group, kindField: kind, namespaceField: namespace}"
-            ),
-            "{out}"
-        );
-        assert!(out.contains("default: gateway.networking.k8s.io"), "{out}");
-        // Uncertain: comments only.
-        assert!(!out.contains("x-ferry-selector: true\n"), "{out}");
-        assert!(
-            out.contains("# suggestion: x-ferry-selector: true"),
-            "{out}"
-        );
-        assert!(
-            out.contains("# suggestion: x-ferry-ref: {apiVersion: v1, kind: Secret}"),
-            "{out}"
-        );
-        assert!(out.contains("Vault namespace"), "{out}");
-        assert!(
-            out.contains("# suggestion: x-ferry-namespace: true on items"),
-            "{out}"
-        );
-        // Sparse: nothing that ferry does not touch.
-        for absent in [
-            "engine",
-            "commonName",
-            "sectionName",
-            "acceptedNames",
-            "uid",
-        ] {
-            assert!(!out.contains(absent), "{absent} in {out}");
-        }
-        // What it prints is a schema ferry loads.
-        let doc: Value = serde_yaml::from_str(&out).expect("valid YAML");
-        assert_eq!(doc["kind"], "CustomResourceDefinition");
-    }
-}
+mod tests;

@@ -87,8 +87,11 @@ pub async fn secret_followed_and_collected(identity: Identity) -> Result<()> {
     let (a, s) = (env.tenant("team-a"), env.super_());
     let ns = env.namespace("team-a", "shop").await?;
     let super_ns = format!("team-a-{ns}");
+    // Reflector would copy a Secret so annotated across the super cluster: a dependency
+    // carries none of its annotations down (policies/core.yaml gives no annotations.allow).
+    let reflected = json!({"reflector.v1.k8s.emberstack.com/reflection-allowed": "true", "example.com/owner": "shop"});
     for name in ["creds", "spare"] {
-        create(&a, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns}, "stringData": {"password": "hunter2"}})).await?;
+        create(&a, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns, "annotations": reflected}, "stringData": {"password": "hunter2"}})).await?;
     }
     create(&a, database(&ns, "plain", db_spec("small"))).await?;
     DATABASE
@@ -114,6 +117,14 @@ pub async fn secret_followed_and_collected(identity: Identity) -> Result<()> {
         secret["metadata"]["labels"]["ferry.dev/tenant"] == "team-a",
         "{secret:#}"
     );
+    let carried: Vec<&String> = secret["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| !k.starts_with("ferry.dev/"))
+        .collect();
+    ensure!(carried.is_empty(), "a dependency carried {carried:?} down");
     ensure!(
         Kind::new("v1", "Secret")
             .at(&s, &super_ns, "spare")

@@ -23,6 +23,9 @@ use super::{labels, meta, NAME};
 /// so a rule naming namespaces by it cannot be met by relabelling another namespace.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+/// The well-known annotation holding a human-readable description of an object.
+const DESCRIPTION: &str = "kubernetes.io/description";
+
 /// The NetworkPolicy in `namespace` letting only `metrics_namespaces` reach ferry's `port`
 /// (none: only the node, for the kubelet's probes).
 pub(super) fn network_policy(namespace: &str, port: u16, metrics_namespaces: &[String]) -> Value {
@@ -36,10 +39,16 @@ pub(super) fn network_policy(namespace: &str, port: u16, metrics_namespaces: &[S
             "ports": [{"protocol": "TCP", "port": port}],
         })]
     };
+    let mut metadata = meta(NAME, Some(namespace));
+    // Whoever reads the policy in the cluster sees why the port is closed.
+    metadata["annotations"] = json!({DESCRIPTION: format!(
+        "Only the pods' own node (the kubelet's probes, which Kubernetes always lets in) and the namespaces given to ferry manifests --metrics-namespace ({}) reach ferry's port {port} (/metrics, /healthz, /readyz); tenant workloads do not.",
+        if metrics_namespaces.is_empty() { "none".to_string() } else { metrics_namespaces.join(", ") }
+    )});
     json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": meta(NAME, Some(namespace)),
+        "metadata": metadata,
         "spec": {
             "podSelector": {"matchLabels": labels()},
             "policyTypes": ["Ingress"],

@@ -52,7 +52,7 @@ impl Annotations {
     pub fn why_not(&self) -> &'static str {
         match self {
             Annotations::Only { allow, .. } if allow.is_empty() => {
-                "a dependency's annotations stay in the tenant unless its annotations.allow names them (super-side controllers act on annotations)"
+                "no tenant annotation crosses with this kind unless its annotations.allow names it (super-side controllers act on annotations; a dependency carries none by default)"
             }
             Annotations::All | Annotations::Only { .. } => {
                 "the kind's annotations.allow does not name this annotation"

@@ -337,39 +337,7 @@ fn load_resource(
         }),
         (None, Direction::ToSuper | Direction::Produced) => None,
     };
-    let needed = match direction {
-        Direction::ToSuper => crate::sandbox::Hook::ToSuper,
-        Direction::FromSuper | Direction::Produced => crate::sandbox::Hook::ToTenant,
-    };
-    let mut transforms = Vec::new();
-    for (j, name) in entry.transforms.iter().enumerate() {
-        let Some(t) = policy.transforms.get(name) else {
-            let known: Vec<_> = policy.transforms.keys().map(String::as_str).collect();
-            return Err(invalid(
-                &format!("transforms[{j}]"),
-                format!(
-                    "unknown transform {name:?}; spec.transforms declares {}",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ));
-        };
-        if !t.hooks.has(needed) {
-            return Err(invalid(
-                &format!("transforms[{j}]"),
-                format!(
-                    "transform {name} ({}) does not define {}(obj, ctx), which {} kinds need",
-                    t.file.display(),
-                    needed.function(),
-                    direction
-                ),
-            ));
-        }
-        transforms.push(t.script.clone());
-    }
+    let transforms = transforms(entry, direction, policy, &here)?;
     let plan = match &entry.schema {
         Some(schema) => {
             let file = relative(&p.file, schema);
@@ -445,6 +413,54 @@ fn domain_template_problem(domain: &str) -> Option<String> {
         return Some(format!("only {TENANT_PLACEHOLDER} may stand in braces"));
     }
     crate::naming::embedded::domain_problem(&domain.replace(TENANT_PLACEHOLDER, "tenant"))
+}
+
+/// The scripts of `entry`'s transforms, each declared in `spec.transforms` and defining the
+/// hook `direction` calls (`here` locates the entry's fields).
+fn transforms(
+    entry: &super::model::ResourceEntry,
+    direction: Direction,
+    policy: &Policy,
+    here: &dyn Fn(&str) -> Location,
+) -> Result<Vec<Arc<crate::sandbox::Script>>> {
+    let invalid = |field: &str, message: String| Error::Invalid {
+        at: here(field),
+        message,
+    };
+    let needed = match direction {
+        Direction::ToSuper => crate::sandbox::Hook::ToSuper,
+        Direction::FromSuper | Direction::Produced => crate::sandbox::Hook::ToTenant,
+    };
+    let mut transforms = Vec::new();
+    for (j, name) in entry.transforms.iter().enumerate() {
+        let Some(t) = policy.transforms.get(name) else {
+            let known: Vec<_> = policy.transforms.keys().map(String::as_str).collect();
+            return Err(invalid(
+                &format!("transforms[{j}]"),
+                format!(
+                    "unknown transform {name:?}; spec.transforms declares {}",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        if !t.hooks.has(needed) {
+            return Err(invalid(
+                &format!("transforms[{j}]"),
+                format!(
+                    "transform {name} ({}) does not define {}(obj, ctx), which {} kinds need",
+                    t.file.display(),
+                    needed.function(),
+                    direction
+                ),
+            ));
+        }
+        transforms.push(t.script.clone());
+    }
+    Ok(transforms)
 }
 
 #[cfg(test)]

@@ -352,7 +352,9 @@ impl Worker {
             };
             let obj = match json::to_starlark(heap, request.object.get()) {
                 Ok(obj) => obj,
-                Err(e) => return failed(format!("the object is not valid JSON: {e}")),
+                Err(e) => {
+                    return failed(format!("the object cannot be given to the transform: {e}"))
+                }
             };
             match eval.eval_function(function, &[obj, ctx], &[]) {
                 Ok(out) => output(out, request.hook),

@@ -235,6 +235,18 @@ impl<'a> Guard<'a> {
                 }
             }
         }
+        self.metadata_keys(resource, labels, annotations)
+    }
+
+    /// The labels and annotations of a super copy: ferry's keys only as ferry sets them, a
+    /// tenant's annotations only where the policy lets them cross, every key and label value
+    /// valid.
+    fn metadata_keys(
+        &self,
+        resource: &Resource,
+        labels: &Map<String, Value>,
+        annotations: &Map<String, Value>,
+    ) -> Result<()> {
         let ours = |field: &str, key: &str| match field {
             "labels" => key == LABEL_TENANT,
             _ => {

@@ -466,5 +466,6 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
         .any(|v| v.contains("nested 65 levels")));
 }
 
+mod annotations;
 mod depth;
 mod names;
