@@ -9,6 +9,7 @@ mod faults;
 mod gateway;
 mod isolation;
 mod lifecycle;
+mod names;
 mod produced;
 mod public;
 mod supers;
@@ -17,6 +18,7 @@ mod sync;
 use gateway::*;
 use isolation::*;
 use lifecycle::*;
+use names::*;
 use produced::*;
 use public::*;
 use sync::*;
@@ -310,4 +312,7 @@ scenarios!(
     gateway_api_stays_in_tenant,
     shared_gateway_both_ways,
     produced_objects_flow_up,
+    platform_namespaces_untouched,
+    namespace_labels_allowed_only,
+    names_bound_to_their_cluster,
 );
