@@ -166,11 +166,20 @@ pub async fn names_bound_to_their_cluster(identity: Identity) -> Result<()> {
         .at(&s, &first_super, "orders")
         .until("the first cluster's copy", |_| true)
         .await?;
+    let recorded =
+        |n: &Value| n["metadata"]["annotations"]["ferry.dev/tenant-cluster"] == uid_a.as_str();
     NAMESPACE
         .at(&s, "", &first_super)
-        .until("the super namespace records the cluster", |n| {
-            n["metadata"]["annotations"]["ferry.dev/tenant-cluster"] == uid_a.as_str()
-        })
+        .until("the super namespace records the cluster", recorded)
+        .await?;
+    // A super namespace without the annotation (made before bindings) is adopted.
+    NAMESPACE
+        .at(&s, "", &first_super)
+        .merge(json!({"metadata": {"annotations": {"ferry.dev/tenant-cluster": null}}}))
+        .await?;
+    NAMESPACE
+        .at(&s, "", &first_super)
+        .until("a namespace without a binding adopted", recorded)
         .await?;
     // The tenant's kubeconfig now reaches team-b's cluster (as a re-added Secret would);
     // team-a runs beside it.
