@@ -10,6 +10,8 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+use crate::glob::Glob;
+
 /// The prefix of every key ferry reserves.
 pub const RESERVED_PREFIX: &str = "ferry.dev/";
 /// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
@@ -327,6 +329,7 @@ pub struct NameMap {
     tenant: Tenant,
     known: BTreeMap<String, String>,
     domains: Vec<String>,
+    platform: Vec<Glob>,
 }
 
 impl NameMap {
@@ -336,7 +339,22 @@ impl NameMap {
             tenant,
             known: BTreeMap::new(),
             domains: Vec::new(),
+            platform: Vec::new(),
         }
+    }
+
+    /// The map with the super namespaces of the platform (SyncConfig `platformNamespaces`),
+    /// which no namespace-bearing value of the tenant may name even when its name lies in the
+    /// tenant's space (tenant `cert`, namespace `manager`: `cert-manager`). Offline, without a
+    /// SyncConfig, there are none.
+    pub fn with_platform(mut self, patterns: &[Glob]) -> Self {
+        self.platform = patterns.to_vec();
+        self
+    }
+
+    /// The platform pattern the super namespace `super_ns` matches, if it is the platform's.
+    pub fn platform(&self, super_ns: &str) -> Option<&Glob> {
+        self.platform.iter().find(|g| g.matches(super_ns))
     }
 
     /// The map with the tenant's DNS domains (external host names must lie under one); each

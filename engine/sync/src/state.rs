@@ -356,7 +356,8 @@ impl TenantState {
             ),
             names: RwLock::new(
                 NameMap::new(tenant)
-                    .with_domains(shared.policy.domains_of(&name).iter().chain(domains)),
+                    .with_domains(shared.policy.domains_of(&name).iter().chain(domains))
+                    .with_platform(shared.platform.patterns()),
             ),
             name,
             source,

@@ -466,5 +466,44 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
         .any(|v| v.contains("nested 65 levels")));
 }
 
+#[test]
+fn namespace_values_never_name_a_platform_namespace() {
+    let policy = policy();
+    let platform = [crate::glob::Glob::new("team-a-plat?-*").unwrap()];
+    let fenced = names().with_platform(&platform);
+    let translate = |spec: Value| {
+        Translator::new(&policy, None).to_super(
+            widget("w", "prod", json!({}), spec),
+            &fenced,
+            false,
+        )
+    };
+    for spec in [
+        json!({"targetNamespace": "platx-1"}),
+        json!({"allowedNamespaces": ["prod", "platy-2"]}),
+        json!({"restoreFrom": {"name": "w", "namespace": "platz-3"}}),
+    ] {
+        let refused = translate(spec.clone()).unwrap_err();
+        assert_eq!(refused.reason, Reason::OutsideTenant, "{spec}: {refused}");
+        assert!(refused.message.contains("platformNamespaces"), "{refused}");
+    }
+    // Without the pattern, or for a name it does not match, the value maps as ever.
+    let out = translate(json!({"targetNamespace": "platform-x"})).unwrap();
+    assert_eq!(out.object["spec"]["targetNamespace"], "team-a-platform-x");
+    let plain = Translator::new(&policy, None)
+        .to_super(
+            widget(
+                "w",
+                "prod",
+                json!({}),
+                json!({"targetNamespace": "platx-1"}),
+            ),
+            &names(),
+            false,
+        )
+        .unwrap();
+    assert_eq!(plain.object["spec"]["targetNamespace"], "team-a-platx-1");
+}
+
 mod depth;
 mod names;
