@@ -330,6 +330,7 @@ pub struct NameMap {
     known: BTreeMap<String, String>,
     domains: Vec<String>,
     platform: Vec<Glob>,
+    namespace_labels: Option<Vec<Glob>>,
 }
 
 impl NameMap {
@@ -340,6 +341,7 @@ impl NameMap {
             known: BTreeMap::new(),
             domains: Vec::new(),
             platform: Vec::new(),
+            namespace_labels: None,
         }
     }
 
@@ -350,6 +352,21 @@ impl NameMap {
     pub fn with_platform(mut self, patterns: &[Glob]) -> Self {
         self.platform = patterns.to_vec();
         self
+    }
+
+    /// The map with the label keys super namespaces carry from tenant namespaces (SyncConfig
+    /// `namespaceLabels.allow`), which are all a selector of namespaces may select by. Offline,
+    /// without a SyncConfig, they are not known and not checked.
+    pub fn with_namespace_labels(mut self, allow: &[Glob]) -> Self {
+        self.namespace_labels = Some(allow.to_vec());
+        self
+    }
+
+    /// Whether super namespaces carry the tenant namespace label `key` (before the keys they
+    /// never carry); `None` when not known (offline).
+    pub fn namespace_label_allowed(&self, key: &str) -> Option<bool> {
+        let allow = self.namespace_labels.as_ref()?;
+        Some(allow.iter().any(|g| g.matches(key)))
     }
 
     /// The platform pattern the super namespace `super_ns` matches, if it is the platform's.

@@ -357,7 +357,8 @@ impl TenantState {
             names: RwLock::new(
                 NameMap::new(tenant)
                     .with_domains(shared.policy.domains_of(&name).iter().chain(domains))
-                    .with_platform(shared.platform.patterns()),
+                    .with_platform(shared.platform.patterns())
+                    .with_namespace_labels(shared.namespace_labels.patterns()),
             ),
             name,
             source,

@@ -241,7 +241,8 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
 }
 
 /// The platform's GatewayClass in the super cluster, labelled public: its name.
-async fn shared_class(s: &Client) -> Result<String> {
+/// A GatewayClass the platform publishes to every tenant; its name.
+pub async fn shared_class(s: &Client) -> Result<String> {
     let class = unique("shared");
     create(
         s,

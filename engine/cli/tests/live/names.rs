@@ -86,7 +86,8 @@ pub async fn platform_namespaces_untouched(identity: Identity) -> Result<()> {
 
 /// Only the tenant namespace labels `namespaceLabels.allow` names reach the super namespace;
 /// one the tenant removes goes, a changed value follows, and the platform's own label and
-/// the API server's `kubernetes.io/metadata.name` stay as they are.
+/// the API server's `kubernetes.io/metadata.name` stay as they are. A selector of namespaces
+/// over another key is refused.
 pub async fn namespace_labels_allowed_only(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "nslabels").await?;
     let mut settings = env.settings(&["team-a"]);
@@ -141,6 +142,22 @@ pub async fn namespace_labels_allowed_only(identity: Identity) -> Result<()> {
             && labels["kubernetes.io/metadata.name"] == super_ns.as_str(),
         "{followed:#}"
     );
+    // A selector of namespaces selects only by the keys super namespaces carry.
+    let class = shared_class(&s).await?;
+    let gateway = |name: &str, key: &str| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"gatewayClassName": class, "listeners": [{"name": "http", "hostname": "*.team-a.apps.example.com", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {key: "x"}}}}}]}})
+    };
+    create(&a, gateway("by-tier", "tier")).await?;
+    create(&a, gateway("by-secret", "secret-project")).await?;
+    let note = until_event(&a, &ns, "by-secret", "OutsideTenant").await?;
+    ensure!(note.contains("namespaceLabels.allow"), "{note}");
+    Kind::new("gateway.networking.k8s.io/v1", "Gateway")
+        .at(&s, &super_ns, "by-tier")
+        .until("a selector over an allowed key synced", |_| true)
+        .await?;
     env.finish(ferry).await
 }
 

@@ -23,6 +23,11 @@ impl NamespaceLabels {
         Self { allow }
     }
 
+    /// The keys and globs allowed, as written.
+    pub fn patterns(&self) -> &[Glob] {
+        &self.allow
+    }
+
     /// Whether a label with this key may reach a super namespace: allowed and not reserved.
     pub fn allows(&self, key: &str) -> bool {
         !reserved_namespace_label(key) && self.allow.iter().any(|g| g.matches(key))
