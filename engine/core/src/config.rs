@@ -12,9 +12,12 @@ use crate::locate::{yaml_message, Location, Positions};
 use crate::naming::{check_tenant_set, Tenant};
 use crate::policy::load::relative;
 
+mod namespaces;
 mod secrets;
 mod supers;
 
+pub use crate::translate::NamespaceLabels;
+pub use namespaces::{PlatformNamespaces, DEFAULT_PLATFORM_NAMESPACES};
 pub use secrets::{
     TenantSecrets, DEFAULT_NAME_LABEL, DEFAULT_SECRETS_NAMESPACE, DEFAULT_SECRET_LABEL,
 };
@@ -81,6 +84,17 @@ struct Spec {
     /// Tenants from kubeconfig Secrets in the first super cluster, beside `tenants`.
     #[serde(default)]
     tenant_secrets: Option<secrets::TenantSecretsEntry>,
+    /// Super namespaces ferry never creates, labels or writes into, names or globs (`*` any
+    /// characters, `?` one); a tenant namespace whose super name matches one is refused
+    /// (`OutsideTenant`). Absent: `kube-*`, `default`, `ferry-*`, `istio-system`,
+    /// `cert-manager`, `ingress-nginx`, `monitoring`, `flux-system`, `argocd`,
+    /// `gatekeeper-system`, `kyverno`, `velero`, `keda`, `crossplane-system`,
+    /// `tekton-pipelines`. A list replaces these defaults entirely (`[]`: none).
+    #[serde(default)]
+    platform_namespaces: Option<Vec<String>>,
+    /// Which tenant namespace labels super namespaces carry (default: none).
+    #[serde(default)]
+    namespace_labels: Option<namespaces::NamespaceLabelsEntry>,
 }
 
 /// A super cluster: its kubeconfig, or the pod's service account.
@@ -186,6 +200,10 @@ pub struct Config {
     pub metrics_address: std::net::SocketAddr,
     /// Tenants from kubeconfig Secrets, beside the static ones.
     pub tenant_secrets: Option<TenantSecrets>,
+    /// Super namespaces ferry never creates, labels or writes into.
+    pub platform_namespaces: PlatformNamespaces,
+    /// Which tenant namespace labels super namespaces carry.
+    pub namespace_labels: NamespaceLabels,
 }
 
 /// Parses `30s`, `5m`, `1h`, `500ms` (or a plain number of seconds).
@@ -340,6 +358,9 @@ pub fn load(path: &Path) -> Result<Config> {
     let supers = supers::supers(path, &positions, spec.super_cluster, spec.supers)?;
     let names: Vec<Tenant> = tenants.iter().map(|t| t.name.clone()).collect();
     let placement = supers::rules(&positions, spec.placement, &supers, &names)?;
+    let platform_namespaces =
+        namespaces::platform_namespaces(&positions, spec.platform_namespaces)?;
+    let namespace_labels = namespaces::namespace_labels(&positions, spec.namespace_labels)?;
     Ok(Config {
         policy: relative(path, &spec.policy),
         supers,
@@ -349,6 +370,8 @@ pub fn load(path: &Path) -> Result<Config> {
         leader_election: spec.leader_election.unwrap_or_default(),
         metrics_address,
         tenant_secrets,
+        platform_namespaces,
+        namespace_labels,
     })
 }
 
@@ -380,141 +403,4 @@ fn domains_apart(tenants: &[TenantConfig]) -> std::result::Result<(), (usize, St
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::pin::tempdir::Dir;
-
-    fn load_text(text: &str) -> Result<Config> {
-        let dir = Dir::new();
-        let path = dir.path().join("ferry.yaml");
-        std::fs::write(&path, text).unwrap();
-        load(&path).map_err(|mut e| {
-            e.at.file = PathBuf::from("ferry.yaml");
-            e
-        })
-    }
-
-    const GOOD: &str = "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\nspec:\n  policy: policies/platform.yaml\n  super: {kubeconfig: super.kubeconfig}\n  tenants:\n  - {name: team-a, kubeconfig: team-a.kubeconfig}\n  - {name: team-b, kubeconfig: team-b.kubeconfig}\n  patrolInterval: 30s\n  leaderElection: {enabled: true}\n  metrics: {address: \"127.0.0.1:9464\"}\n";
-
-    #[test]
-    fn loads_the_design_example() {
-        let config = load_text(GOOD).unwrap();
-        assert_eq!(config.tenants.len(), 2);
-        assert!(config.policy.ends_with("policies/platform.yaml"));
-        assert_eq!(config.patrol_interval, Duration::from_secs(30));
-        assert_eq!(
-            config.leader_election,
-            LeaderElection {
-                enabled: true,
-                ..LeaderElection::default()
-            }
-        );
-    }
-
-    #[test]
-    fn tenant_secrets_stay_out_of_ferrys_namespace() {
-        let text = format!("{GOOD}  tenantSecrets: {{namespace: ferry-system}}\n");
-        let err = load_text(&text).unwrap_err().to_string();
-        assert!(err.contains("is ferry's own namespace"), "{err}");
-        let config = load_text(&format!("{GOOD}  tenantSecrets: {{}}\n")).unwrap();
-        assert_eq!(config.tenant_secrets.unwrap().namespace, "ferry-tenants");
-    }
-
-    #[test]
-    fn colliding_tenants_are_refused_with_their_location() {
-        let text = GOOD.replace("name: team-b", "name: team");
-        let err = load_text(&text).unwrap_err().to_string();
-        assert!(err.starts_with("ferry.yaml:7:"), "{err}");
-        assert!(err.contains("\"team\" and \"team-a\" collide"), "{err}");
-    }
-
-    #[test]
-    fn unknown_fields_and_bad_values_are_refused() {
-        let err = load_text(&GOOD.replace("patrolInterval", "patrolInterva"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown field `patrolInterva`"), "{err}");
-        let err = load_text(&GOOD.replace("30s", "soon"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("expected a duration like 60s or 5m, found \"soon\""),
-            "{err}"
-        );
-        let err = load_text(&GOOD.replace("name: team-a", "name: Team_A"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("ferry.yaml:7:"), "{err}");
-    }
-
-    const TWO: &str = "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\nspec:\n  policy: policies/platform.yaml\n  supers:\n  - {name: east, kubeconfig: east.kubeconfig, labels: {region: east}}\n  - {name: west, kubeconfig: west.kubeconfig, labels: {region: west, gpu: \"true\"}, cordoned: false}\n  placement:\n  - tenants: [team-a]\n    namespaceSelector: {matchLabels: {accelerator: gpu}}\n    supers: {matchLabels: {gpu: \"true\"}}\n  tenants:\n  - {name: team-a, kubeconfig: team-a.kubeconfig}\n";
-
-    #[test]
-    fn several_supers_and_placement_load() {
-        let config = load_text(TWO).unwrap();
-        let names: Vec<&str> = config.supers.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["east", "west"]);
-        assert!(config.supers[1]
-            .kubeconfig
-            .as_ref()
-            .unwrap()
-            .ends_with("west.kubeconfig"));
-        assert_eq!(config.placement.len(), 1);
-        // The single-super form is one super named `super`.
-        let one = load_text(GOOD).unwrap();
-        assert_eq!(one.supers.len(), 1);
-        assert_eq!(one.supers[0].name, DEFAULT_SUPER);
-        assert!(one.placement.is_empty());
-    }
-
-    #[test]
-    fn bad_supers_and_rules_are_refused_with_their_location() {
-        let refused = |text: &str, at: &str, says: &str| {
-            let err = load_text(text).unwrap_err().to_string();
-            assert!(err.starts_with(at), "{err}");
-            assert!(err.contains(says), "{err}");
-        };
-        refused(
-            &TWO.replace("name: west", "name: east"),
-            "ferry.yaml:7:",
-            "super \"east\" is named twice",
-        );
-        refused(
-            &TWO.replace("supers: {matchLabels: {gpu", "supers: {matchLabels: {tpu"),
-            "ferry.yaml:11:",
-            "placement rule selects no super",
-        );
-        refused(
-            &TWO.replace(
-                "  policy:",
-                "  super: {kubeconfig: s.kubeconfig}\n  policy:",
-            ),
-            "ferry.yaml:6:",
-            "super and supers: expected one of them, found both",
-        );
-        refused(
-            &TWO.replace("tenants: [team-a]", "tenants: [team-z]"),
-            "ferry.yaml:9:",
-            "tenant \"team-z\" is not in spec.tenants",
-        );
-        refused(
-            &TWO.replace("name: east", "name: East"),
-            "ferry.yaml:6:",
-            "super name \"East\"",
-        );
-        refused(
-            &TWO.replace("    supers: {matchLabels: {gpu: \"true\"}}\n", ""),
-            "ferry.yaml:9:",
-            "expected supers",
-        );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1d"), None);
-    }
-}
+mod tests;

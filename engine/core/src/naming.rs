@@ -10,6 +10,8 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
+use crate::glob::Glob;
+
 /// The prefix of every key ferry reserves.
 pub const RESERVED_PREFIX: &str = "ferry.dev/";
 /// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
@@ -327,6 +329,8 @@ pub struct NameMap {
     tenant: Tenant,
     known: BTreeMap<String, String>,
     domains: Vec<String>,
+    platform: Vec<Glob>,
+    namespace_labels: Option<Vec<Glob>>,
 }
 
 impl NameMap {
@@ -336,7 +340,38 @@ impl NameMap {
             tenant,
             known: BTreeMap::new(),
             domains: Vec::new(),
+            platform: Vec::new(),
+            namespace_labels: None,
         }
+    }
+
+    /// The map with the super namespaces of the platform (SyncConfig `platformNamespaces`),
+    /// which no namespace-bearing value of the tenant may name even when its name lies in the
+    /// tenant's space (tenant `cert`, namespace `manager`: `cert-manager`). Offline, without a
+    /// SyncConfig, there are none.
+    pub fn with_platform(mut self, patterns: &[Glob]) -> Self {
+        self.platform = patterns.to_vec();
+        self
+    }
+
+    /// The map with the label keys super namespaces carry from tenant namespaces (SyncConfig
+    /// `namespaceLabels.allow`), which are all a selector of namespaces may select by. Offline,
+    /// without a SyncConfig, they are not known and not checked.
+    pub fn with_namespace_labels(mut self, allow: &[Glob]) -> Self {
+        self.namespace_labels = Some(allow.to_vec());
+        self
+    }
+
+    /// Whether super namespaces carry the tenant namespace label `key` (before the keys they
+    /// never carry); `None` when not known (offline).
+    pub fn namespace_label_allowed(&self, key: &str) -> Option<bool> {
+        let allow = self.namespace_labels.as_ref()?;
+        Some(allow.iter().any(|g| g.matches(key)))
+    }
+
+    /// The platform pattern the super namespace `super_ns` matches, if it is the platform's.
+    pub fn platform(&self, super_ns: &str) -> Option<&Glob> {
+        self.platform.iter().find(|g| g.matches(super_ns))
     }
 
     /// The map with the tenant's DNS domains (external host names must lie under one); each

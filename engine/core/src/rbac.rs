@@ -101,6 +101,9 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
         "namespaces",
         &["get", "list", "watch", "create", "patch", "delete"],
     );
+    // A tenant whose names are bound to another cluster gets an Event on each of its super
+    // namespaces (`binding.rs` in engine/sync), in that namespace.
+    super_side.allow("events.k8s.io", "events", &["create"]);
     // Tenant namespaces carry `ferry.dev/super`, the super cluster they run in.
     tenant_side.allow("", "namespaces", &["get", "list", "watch", "patch"]);
     tenant_side.allow("", "events", &["create", "patch"]);

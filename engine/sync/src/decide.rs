@@ -10,6 +10,7 @@
 use ferry_core::translate::{Reason, Refusal};
 use serde_json::{json, Map, Value};
 
+use crate::binding::{bind, binding, release_command, Binding};
 use crate::compare::{digest, holds, same_copy, ANN_APPLIED};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
@@ -157,22 +158,37 @@ pub fn remove(actual: Option<&Value>) -> Action {
 }
 
 /// The super namespace `name` that a tenant object in `tenant_ns` needs: `found` is what
-/// holds the name, `labels` what it should copy from the tenant namespace. `Nothing` and
-/// `Patch` let the object go on; `Create` too, once made.
+/// holds the name, `labels` what it should copy from the tenant namespace, `cluster` the
+/// tenant cluster it is bound to (recorded at creation, or later if it records none). `Nothing`
+/// and `Patch` let the object go on; `Create` too, once made. Never a namespace ferry does not
+/// own, or one bound to another cluster.
 pub fn super_namespace(
     found: Option<&Value>,
     tenant: &str,
     tenant_ns: &str,
     name: &str,
     labels: &Map<String, Value>,
+    cluster: Option<&str>,
 ) -> Action {
-    use ferry_core::translate::{ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT};
+    use ferry_core::translate::{
+        ANN_TENANT_CLUSTER, ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT,
+    };
     match found {
         Some(ns) if Ownership::of(ns).is_namespace_of(tenant, tenant_ns) => {
             if deleting(ns) {
                 return Action::Wait;
             }
-            crate::namespace_labels::patch(ns, labels).map_or(Action::Nothing, Action::Patch)
+            if binding(ns, cluster) == Binding::Other {
+                return Action::Refuse(Refusal::new(
+                    Reason::OutsideTenant,
+                    format!(
+                        "super namespace {name:?} is bound to another cluster of tenant {tenant:?}; nothing is written into it until an admin releases it: {}",
+                        release_command(tenant)
+                    ),
+                ));
+            }
+            let patch = crate::namespace_labels::patch(ns, labels);
+            bind(patch, ns, cluster).map_or(Action::Nothing, Action::Patch)
         }
         Some(ns) => Action::Refuse(Refusal::new(
             Reason::SyncConflict,
@@ -185,36 +201,44 @@ pub fn super_namespace(
             let mut all = labels.clone();
             let copied = crate::namespace_labels::recorded(labels);
             all.insert(LABEL_TENANT.into(), json!(tenant));
+            let mut annotations =
+                json!({ANN_TENANT_NAMESPACE: tenant_ns, ANN_TENANT_LABELS: copied});
+            if let Some(cluster) = cluster {
+                annotations[ANN_TENANT_CLUSTER] = json!(cluster);
+            }
             Action::Create(json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {
-                    "name": name,
-                    "labels": all,
-                    "annotations": {ANN_TENANT_NAMESPACE: tenant_ns, ANN_TENANT_LABELS: copied},
-                },
+                "metadata": {"name": name, "labels": all, "annotations": annotations},
             }))
         }
     }
 }
 
 /// A tenant namespace (`alive` or gone) and its super namespace `found`: labels follow while
-/// it lives; it is deleted when the tenant namespace goes. Never a namespace ferry does not own.
+/// it lives (and the tenant cluster `cluster` is recorded if it records none); it is deleted
+/// when the tenant namespace goes. Never a namespace ferry does not own, nor one bound to
+/// another cluster.
 pub fn tenant_namespace(
     alive: bool,
     found: Option<&Value>,
     tenant: &str,
     tenant_ns: &str,
     labels: &Map<String, Value>,
+    cluster: Option<&str>,
 ) -> Action {
     let Some(ns) = found else {
         return Action::Nothing;
     };
-    if !Ownership::of(ns).is_namespace_of(tenant, tenant_ns) || deleting(ns) {
+    if !Ownership::of(ns).is_namespace_of(tenant, tenant_ns)
+        || deleting(ns)
+        || binding(ns, cluster) == Binding::Other
+    {
         return Action::Nothing;
     }
     if alive {
-        crate::namespace_labels::patch(ns, labels).map_or(Action::Nothing, Action::Patch)
+        let patch = crate::namespace_labels::patch(ns, labels);
+        bind(patch, ns, cluster).map_or(Action::Nothing, Action::Patch)
     } else {
         remove(Some(ns))
     }

@@ -11,11 +11,12 @@
 //! ```
 //!
 //! Modules import only the layers below them (ARCHITECTURE.md lists them):
-//! key, object, compare → cache, watch, write, client, tenant_secrets → queue → ledger, refs, public →
+//! key, object, compare, binding → cache, watch, write, client, tenant_secrets → queue → ledger, refs, public →
 //! routing → state → deps → decide → reconcile → workers, tenants, leader, metrics → run.
 //! `against` checks a policy against the CRDs of a live cluster for `ferry check --against`.
 
 pub mod against;
+pub mod binding;
 pub mod cache;
 pub mod client;
 pub mod compare;

@@ -1,18 +1,21 @@
-//! Super namespaces carry their tenant namespace's labels (less the reserved ones, see
+//! Super namespaces carry the labels of their tenant namespace that the SyncConfig allows
+//! (`namespaceLabels.allow`, never reserved ones: see
 //! `ferry_core::translate::super_namespace_labels`), so that selectors of namespaces keep
 //! matching in the super cluster. Which keys ferry copied is recorded in the annotation
 //! `ferry.dev/tenant-labels`, so that a label the tenant removes goes too, and labels the
 //! platform sets on the namespace itself are left alone.
 
-use ferry_core::translate::{super_namespace_labels, ANN_TENANT_LABELS, LABEL_TENANT};
+use ferry_core::translate::{
+    super_namespace_labels, NamespaceLabels, ANN_TENANT_LABELS, LABEL_TENANT,
+};
 use serde_json::{json, Map, Value};
 
-/// The labels to copy from `tenant_namespace` (none when it is unknown).
-pub fn desired(tenant_namespace: Option<&Value>) -> Map<String, Value> {
+/// The labels to copy from `tenant_namespace` (none when it is unknown): those `allowed`.
+pub fn desired(tenant_namespace: Option<&Value>, allowed: &NamespaceLabels) -> Map<String, Value> {
     tenant_namespace
         .and_then(|ns| ns.pointer("/metadata/labels"))
         .and_then(Value::as_object)
-        .map(super_namespace_labels)
+        .map(|labels| super_namespace_labels(labels, allowed))
         .unwrap_or_default()
 }
 
@@ -81,10 +84,15 @@ mod tests {
         json!({"metadata": {"name": "team-a-prod", "uid": "u1", "labels": labels, "annotations": {ANN_TENANT_LABELS: recorded}}})
     }
 
+    fn allow(keys: &[&str]) -> NamespaceLabels {
+        use ferry_core::glob::Glob;
+        NamespaceLabels::new(keys.iter().map(|k| Glob::new(k).unwrap()).collect())
+    }
+
     #[test]
     fn copied_labels_follow_the_tenant_and_platform_labels_stay() {
-        let tenant = json!({"metadata": {"labels": {"accelerator": "gpu", "kubernetes.io/metadata.name": "prod"}}});
-        let want = desired(Some(&tenant));
+        let tenant = json!({"metadata": {"labels": {"accelerator": "gpu", "team": "x", "kubernetes.io/metadata.name": "prod"}}});
+        let want = desired(Some(&tenant), &allow(&["accelerator", "zone"]));
         // Current: nothing to do.
         let ns = super_ns(
             json!({"ferry.dev/tenant": "team-a", "accelerator": "gpu", "pod-security.kubernetes.io/enforce": "restricted"}),
@@ -100,6 +108,24 @@ mod tests {
             patch(&ns, &want),
             Some(
                 json!({"metadata": {"uid": "u1", "labels": {"accelerator": "gpu", "zone": null}, "annotations": {ANN_TENANT_LABELS: "accelerator"}}})
+            )
+        );
+    }
+
+    #[test]
+    fn labels_no_longer_allowed_are_removed() {
+        let tenant = json!({"metadata": {"labels": {"accelerator": "gpu", "team": "x"}}});
+        // Copied while every label was (before namespaceLabels): the allow-list now names none.
+        let ns = super_ns(
+            json!({"ferry.dev/tenant": "team-a", "accelerator": "gpu", "team": "x"}),
+            "accelerator,team",
+        );
+        let want = desired(Some(&tenant), &NamespaceLabels::default());
+        assert!(want.is_empty());
+        assert_eq!(
+            patch(&ns, &want),
+            Some(
+                json!({"metadata": {"uid": "u1", "labels": {"accelerator": null, "team": null}, "annotations": {ANN_TENANT_LABELS: ""}}})
             )
         );
     }

@@ -3,14 +3,15 @@
 //!
 //! ```text
 //!  super copy     label ferry.dev/tenant + annotations tenant-namespace, tenant-name, tenant-uid
-//!  super namespace label ferry.dev/tenant + annotation tenant-namespace
+//!  super namespace label ferry.dev/tenant + annotations tenant-namespace, tenant-cluster
 //!  tenant copy    label ferry.dev/from-super=true (of a public super object)
 //! ```
 
 use std::sync::Arc;
 
 use ferry_core::translate::{
-    ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT,
+    ANN_TENANT_CLUSTER, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER,
+    LABEL_TENANT,
 };
 use serde_json::{Map, Value};
 
@@ -108,6 +109,9 @@ pub struct Ownership<'v> {
     pub name: Option<&'v str>,
     /// Annotation `ferry.dev/tenant-uid`: the tenant object a copy was made from.
     pub uid: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-cluster` of a super namespace: the uid of kube-system in
+    /// the tenant cluster its tenant's names are bound to (`binding.rs`).
+    pub cluster: Option<&'v str>,
     /// Label `ferry.dev/from-super=true`: a tenant's copy of a public super object.
     pub from_super: bool,
     /// ferry's field manager has written the object (metadata a super-side controller
@@ -123,6 +127,7 @@ impl<'v> Ownership<'v> {
             namespace: annotation(object, ANN_TENANT_NAMESPACE),
             name: annotation(object, ANN_TENANT_NAME),
             uid: annotation(object, ANN_TENANT_UID),
+            cluster: annotation(object, ANN_TENANT_CLUSTER),
             from_super: label(object, LABEL_FROM_SUPER) == Some("true"),
             managed: managed_by_ferry(object),
         }

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::leader::Elector;
 use crate::metrics::{Metrics, Readiness};
 use crate::queue::Queues;
-use crate::state::Shared;
+use crate::state::{NotSynced, Shared};
 use crate::tenant_secrets::SecretTenants;
 use crate::tenants::{follow, Running};
 use crate::workers::{work, PER_TENANT, SHARING, WORKERS};
@@ -146,7 +146,7 @@ pub async fn run(options: Options) -> Result<()> {
         policy.clone(),
         Arc::new(options.sandbox),
         supers,
-        config.placement.clone(),
+        &config,
         metrics.clone(),
         leader_rx.clone(),
         queues,
@@ -306,7 +306,8 @@ fn readiness(shared: &Shared) -> (bool, String) {
         // holds the whole engine unready.
         let from_file = matches!(tenant.source, crate::tenant_secrets::Source::File(_));
         if let Some(why) = refused {
-            ready &= !from_file;
+            // Names bound to another cluster are the tenant's own refusal, not the engine's.
+            ready &= !from_file || matches!(why, NotSynced::OtherCluster(_));
             lines.push(format!("{}: not synced ({why})", tenant.name));
         } else if tenant.primed() {
             lines.push(format!("{}: syncing", tenant.name));

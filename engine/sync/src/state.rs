@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use ferry_core::config::PlacementRule;
+use ferry_core::config::{Config, NamespaceLabels, PlacementRule, PlatformNamespaces};
 use ferry_core::naming::{NameMap, Tenant};
 use ferry_core::policy::{Direction, Policy, Scope};
 use ferry_core::sandbox::Sandbox;
@@ -67,23 +67,30 @@ pub struct Shared {
     /// Transform calls in flight, at most one per CPU: more only adds worker processes that
     /// compete with each other (and with the API servers on a small machine).
     pub transforms: tokio::sync::Semaphore,
+    /// Super namespaces ferry never creates, labels or writes into (every super's writer is
+    /// fenced by them too).
+    pub platform: Arc<PlatformNamespaces>,
+    /// Which tenant namespace labels super namespaces carry.
+    pub namespace_labels: NamespaceLabels,
 }
 
 impl Shared {
-    /// Starts the super clusters' watchers; their changes go into `queues`.
+    /// Starts the super clusters' watchers; their changes go into `queues`. `config` gives
+    /// the placement rules and what ferry may write into super namespaces.
     pub fn new(
         policy: Arc<Policy>,
         sandbox: Arc<Sandbox>,
         supers: Vec<(ferry_core::config::SuperConfig, Clients)>,
-        placement: Vec<PlacementRule>,
+        config: &Config,
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
         queues: Arc<Queues>,
     ) -> Arc<Self> {
         let placement = RwLock::new(Arc::new(Placement {
             supers: supers.iter().map(|(c, _)| c.clone()).collect(),
-            rules: placement,
+            rules: config.placement.clone(),
         }));
+        let platform = Arc::new(config.platform_namespaces.clone());
         let supers: Vec<Super> = supers
             .into_iter()
             .map(|(config, clients)| {
@@ -94,6 +101,7 @@ impl Shared {
                     metrics.clone(),
                     leader.clone(),
                     queues.clone(),
+                    platform.clone(),
                 )
             })
             .collect();
@@ -117,6 +125,8 @@ impl Shared {
             transforms: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
+            platform,
+            namespace_labels: config.namespace_labels.clone(),
         })
     }
 
@@ -244,6 +254,26 @@ impl Shared {
     }
 }
 
+/// Why a configured tenant is not synced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotSynced {
+    /// Its kubeconfig reaches a super cluster, or (a tenant from a Secret) another running
+    /// tenant's cluster: a configuration to fix. A tenant of the file holds `/readyz` until
+    /// it is fixed.
+    SameCluster(String),
+    /// Its super namespaces are bound to another cluster (`binding.rs`): refused until an
+    /// admin releases them. Never holds `/readyz`: the other tenants sync meanwhile.
+    OtherCluster(String),
+}
+
+impl std::fmt::Display for NotSynced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSynced::SameCluster(why) | NotSynced::OtherCluster(why) => f.write_str(why),
+        }
+    }
+}
+
 /// One running tenant.
 pub struct TenantState {
     /// Its name.
@@ -268,8 +298,8 @@ pub struct TenantState {
     primed_at: std::sync::OnceLock<std::time::Instant>,
     /// The uid of the tenant cluster's kube-system namespace: which cluster it is.
     pub cluster: std::sync::OnceLock<String>,
-    /// Why the tenant is not synced although configured (its cluster is another's).
-    pub refused: Mutex<Option<String>>,
+    /// Why the tenant is not synced although configured.
+    pub refused: Mutex<Option<NotSynced>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -326,7 +356,9 @@ impl TenantState {
             ),
             names: RwLock::new(
                 NameMap::new(tenant)
-                    .with_domains(shared.policy.domains_of(&name).iter().chain(domains)),
+                    .with_domains(shared.policy.domains_of(&name).iter().chain(domains))
+                    .with_platform(shared.platform.patterns())
+                    .with_namespace_labels(shared.namespace_labels.patterns()),
             ),
             name,
             source,

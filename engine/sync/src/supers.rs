@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use ferry_core::config::SuperConfig;
+use ferry_core::config::{PlatformNamespaces, SuperConfig};
 use ferry_core::policy::{Direction, Policy};
 use ferry_core::translate::LABEL_TENANT;
 use tokio::sync::watch;
@@ -47,7 +47,8 @@ impl Drop for Super {
 }
 
 impl Super {
-    /// Starts the watchers of the super cluster `config`; their changes go into `queues`.
+    /// Starts the watchers of the super cluster `config`; their changes go into `queues`. Its
+    /// writer never writes into `platform`'s namespaces.
     pub fn start(
         config: &SuperConfig,
         clients: Clients,
@@ -55,6 +56,7 @@ impl Super {
         metrics: Arc<Metrics>,
         leader: watch::Receiver<bool>,
         queues: Arc<Queues>,
+        platform: Arc<PlatformNamespaces>,
     ) -> Self {
         // The super side watches ferry's copies (toSuper), the selected objects (fromSuper) and
         // ferry's namespaces; a change is routed by the ownership metadata it carries.
@@ -79,7 +81,7 @@ impl Super {
         let _ = namespaces.set(watched.namespaces.clone());
         Self {
             name: config.name.as_str().into(),
-            writer: Writer::new(clients.requests, &config.name, metrics, leader),
+            writer: Writer::new(clients.requests, &config.name, metrics, leader).fenced(platform),
             caches: watched.caches,
             namespaces: watched.namespaces,
             uid: tokio::sync::OnceCell::new(),

@@ -9,24 +9,29 @@
 //!                               └─ gone: stop (its super objects stay)
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_core::config::Config;
+use ferry_core::translate::Reason;
 
+use crate::binding;
 use crate::deps;
-use crate::state::{Shared, TenantState};
+use crate::metrics::labels;
+use crate::state::{NotSynced, Shared, TenantState};
 use crate::tenant_secrets::{merge, report, SecretTenants, Source, Wanted};
 
 /// How often the configuration file is read for changes.
 const CONFIG_POLL: Duration = Duration::from_secs(1);
 
-/// Waits for the tenant's and the super cluster's caches, awaits the references of the
-/// tenant's listed objects (so that no dependency is collected for want of a referrer not yet
-/// reconciled), then opens the tenant's queue with every key in it.
-pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
+/// Waits for the tenant's and the super cluster's caches, checks which cluster the tenant is
+/// (never a super's or another tenant's, and the one its super namespaces are bound to),
+/// awaits the references of the tenant's listed objects (so that no dependency is collected
+/// for want of a referrer not yet reconciled), then opens the tenant's queue with every key
+/// in it. `identity` names this replica in Events.
+pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>, identity: String) {
     while !(tenant.listed() && shared.ready()) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -37,7 +42,8 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
             Ok(None) => break,
             Ok(Some(why)) => {
                 tracing::error!(tenant = %tenant.name, "tenant not synced: {why}");
-                *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(NotSynced::SameCluster(why));
                 return;
             }
             Err(e) => {
@@ -46,11 +52,80 @@ pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>) {
             }
         }
     }
+    bound_here(&shared, &tenant, &identity).await;
     deps::await_referrers(&shared, &tenant);
     tenant.set_primed();
     shared.resync(&tenant);
     shared.queues.open(&tenant.name);
     tracing::info!(tenant = %tenant.name, "tenant listed; syncing");
+}
+
+/// How often a tenant refused for names bound to another cluster looks again whether an admin
+/// released them (a read of the super namespace caches).
+const RELEASE_POLL: Duration = Duration::from_secs(2);
+
+/// Returns once none of `tenant`'s super namespaces is bound to another cluster than the one
+/// it runs from (`binding.rs`). Until then the tenant is refused: a log line and the refusal
+/// metric once, an Event `OutsideTenant` on each such super namespace (published by the
+/// leader), `/readyz` saying why.
+async fn bound_here(shared: &Shared, tenant: &TenantState, identity: &str) {
+    let Some(cluster) = tenant.cluster.get().cloned() else {
+        return;
+    };
+    let mut published = BTreeSet::new();
+    let mut refused = false;
+    loop {
+        let mut bound = Vec::new();
+        for (i, s) in shared.supers.iter().enumerate() {
+            s.namespaces.each_metadata(|ns| {
+                let found = binding::conflicts(std::iter::once(ns), &tenant.name, &cluster);
+                bound.extend(found.into_iter().map(|b| (i, b)));
+            });
+        }
+        if bound.is_empty() {
+            break;
+        }
+        let all: Vec<binding::Bound> = bound.iter().map(|(_, b)| b.clone()).collect();
+        let why = binding::refusal_message(&tenant.name, &cluster, &all);
+        if !refused {
+            refused = true;
+            tracing::error!(tenant = %tenant.name, reason = Reason::OutsideTenant.as_str(), "tenant not synced: {why}");
+            shared
+                .metrics
+                .refusals
+                .get_or_create(&labels(&[
+                    ("tenant", &tenant.name),
+                    ("reason", Reason::OutsideTenant.as_str()),
+                ]))
+                .inc();
+        }
+        *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(NotSynced::OtherCluster(why.clone()));
+        for (i, b) in &bound {
+            if published.contains(&(*i, b.name.clone())) {
+                continue;
+            }
+            let writer = &shared.supers[*i].writer;
+            let regarding = (b.name.as_str(), b.uid.as_str());
+            let reason = Reason::OutsideTenant.as_str();
+            match writer
+                .namespace_event(identity, regarding, reason, &why)
+                .await
+            {
+                Ok(()) => {
+                    published.insert((*i, b.name.clone()));
+                }
+                Err(e) => {
+                    tracing::debug!(tenant = %tenant.name, namespace = %b.name, error = %e, "Event not published");
+                }
+            }
+        }
+        tokio::time::sleep(RELEASE_POLL).await;
+    }
+    if refused {
+        *tenant.refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        tracing::info!(tenant = %tenant.name, cluster = %cluster, "the tenant's super namespaces were released; they are bound to this cluster as they are synced");
+    }
 }
 
 /// Why `tenant`'s cluster may not be synced as a tenant: it is a super cluster, or (for a
@@ -133,7 +208,11 @@ impl Running {
                         w.source.clone(),
                         &self.identity,
                     );
-                    tenant.own(tokio::spawn(prime(self.shared.clone(), tenant.clone())));
+                    tenant.own(tokio::spawn(prime(
+                        self.shared.clone(),
+                        tenant.clone(),
+                        self.identity.clone(),
+                    )));
                     self.shared
                         .tenants
                         .write()

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::cache::Wire;
 use crate::metrics::{labels, Metrics};
 
+mod fence;
 mod upgrade;
 
 pub use crate::object::FIELD_MANAGER;
@@ -38,6 +39,14 @@ pub enum Error {
     /// An object could not be read as a Kubernetes object.
     #[error("{0}")]
     Invalid(String),
+    /// The write would go into a platform namespace (`platformNamespaces`; `write/fence.rs`).
+    #[error("super namespace {namespace:?} is a platform namespace (platformNamespaces: {pattern:?}); ferry never writes into it")]
+    Platform {
+        /// The namespace.
+        namespace: String,
+        /// The pattern it matches.
+        pattern: String,
+    },
 }
 
 impl Error {
@@ -78,6 +87,8 @@ pub struct Writer {
     leader: watch::Receiver<bool>,
     /// Whether the cluster answers.
     reach: Arc<Mutex<Reach>>,
+    /// Namespaces never written (a super's writer: `platformNamespaces`; `write/fence.rs`).
+    platform: Option<Arc<ferry_core::config::PlatformNamespaces>>,
 }
 
 /// Whether a cluster answers.
@@ -125,6 +136,7 @@ impl Writer {
             metrics,
             leader,
             reach: Arc::default(),
+            platform: None,
         }
     }
 
@@ -145,10 +157,13 @@ impl Writer {
         }
     }
 
-    fn allowed(&self) -> Result<()> {
+    /// Whether a write of `resource` `namespace`/`name` may go: by the leader, outside the
+    /// platform's namespaces, to a cluster that answers.
+    fn allowed(&self, resource: &ApiResource, namespace: &str, name: &str) -> Result<()> {
         if !*self.leader.borrow() {
             return Err(Error::NotLeader);
         }
+        self.fence(resource, namespace, name)?;
         self.reachable()
     }
 
@@ -282,9 +297,10 @@ impl Writer {
                 _ => Value::Null,
             });
         };
-        self.allowed().map_err(|e| Error::Cleanup(Box::new(e)))?;
         let namespace = out.metadata.namespace.clone().unwrap_or_default();
         let name = out.metadata.name.clone().unwrap_or_default();
+        self.allowed(resource, &namespace, &name)
+            .map_err(|e| Error::Cleanup(Box::new(e)))?;
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(|e| Error::Invalid(e.to_string()))?;
         let params = PatchParams {
@@ -330,7 +346,6 @@ impl Writer {
             + Clone
             + std::fmt::Debug,
     {
-        self.allowed()?;
         let mut o = object(desired)?;
         match precondition {
             // An empty uid would be no precondition at all.
@@ -347,6 +362,7 @@ impl Writer {
         }
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();
+        self.allowed(resource, &namespace, &name)?;
         let api = self.api_of::<K>(resource, &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let out = if status {
@@ -370,7 +386,7 @@ impl Writer {
         name: &str,
         patch: &Value,
     ) -> Result<Value> {
-        self.allowed()?;
+        self.allowed(resource, namespace, name)?;
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -391,9 +407,10 @@ impl Writer {
 
     /// Creates `desired`.
     pub async fn create(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        self.allowed()?;
         let o = object(desired)?;
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
+        let name = o.metadata.name.as_deref().unwrap_or("");
+        self.allowed(resource, &namespace, name)?;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -403,21 +420,17 @@ impl Writer {
             .await?;
         self.count(
             "create",
-            format_args!(
-                "{} {namespace}/{}",
-                resource.kind,
-                o.metadata.name.as_deref().unwrap_or("")
-            ),
+            format_args!("{} {namespace}/{name}", resource.kind),
         );
         Ok(value(out, resource))
     }
 
     /// Replaces an object with `desired`, whose resourceVersion guards the write.
     pub async fn replace(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        self.allowed()?;
         let o = object(desired)?;
         let namespace = o.metadata.namespace.clone().unwrap_or_default();
         let name = o.metadata.name.clone().unwrap_or_default();
+        self.allowed(resource, &namespace, &name)?;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -441,7 +454,7 @@ impl Writer {
         name: &str,
         uid: &str,
     ) -> Result<()> {
-        self.allowed()?;
+        self.allowed(resource, namespace, name)?;
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(uid.to_string()),

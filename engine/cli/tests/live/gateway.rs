@@ -7,10 +7,16 @@ const GW: &str = "gateway.networking.k8s.io/v1";
 
 /// Gateway API on real API servers: a route refers across the tenant's namespaces (allowed by
 /// a ReferenceGrant), a listener admits routes from namespaces by label, and super namespaces
-/// carry their tenant namespace's labels, so the label selects the tenant's namespaces only.
+/// carry their tenant namespace's allowed labels, so the label selects the tenant's namespaces
+/// only.
 pub async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "gateway").await?;
-    let ferry = env.ferry(&["team-a", "team-b"]).await?;
+    let mut settings = env.settings(&["team-a", "team-b"]);
+    settings.spec.insert(
+        "namespaceLabels".into(),
+        json!({"allow": ["gateway-access"]}),
+    );
+    let ferry = env.start(&settings, "ferry.log").await?;
     let (a, b, s) = (env.tenant("team-a"), env.tenant("team-b"), env.super_());
     let infra = env.namespace("team-a", "infra").await?;
     let shop = env.namespace("team-a", "shop").await?;
@@ -235,7 +241,8 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
 }
 
 /// The platform's GatewayClass in the super cluster, labelled public: its name.
-async fn shared_class(s: &Client) -> Result<String> {
+/// A GatewayClass the platform publishes to every tenant; its name.
+pub async fn shared_class(s: &Client) -> Result<String> {
     let class = unique("shared");
     create(
         s,

@@ -9,6 +9,7 @@ mod faults;
 mod gateway;
 mod isolation;
 mod lifecycle;
+mod names;
 mod produced;
 mod public;
 mod supers;
@@ -17,6 +18,7 @@ mod sync;
 use gateway::*;
 use isolation::*;
 use lifecycle::*;
+use names::*;
 use produced::*;
 use public::*;
 use sync::*;
@@ -311,4 +313,7 @@ scenarios!(
     shared_gateway_both_ways,
     produced_objects_flow_up,
     token_secrets_never_cross,
+    platform_namespaces_untouched,
+    namespace_labels_allowed_only,
+    names_bound_to_their_cluster,
 );

@@ -466,6 +466,9 @@ impl<'a> Guard<'a> {
     }
 
     fn tenant_namespace(&self, ns: &str, path: &Path<'_>) -> Result<()> {
+        if let Some(pattern) = self.names.platform(ns) {
+            return Err(platform_namespace(ns, pattern, path));
+        }
         if dns_label_problem(ns).is_none() && self.names.in_tenant_space(ns) {
             return Ok(());
         }
@@ -474,6 +477,19 @@ impl<'a> Guard<'a> {
             self.names.tenant()
         )))
     }
+}
+
+/// A namespace-bearing value that maps onto a platform namespace (`platformNamespaces`): the
+/// tenant namespace it names is refused (live, `OutsideTenant` on it), and so is every value
+/// pointing at it.
+fn platform_namespace(ns: &str, pattern: &crate::glob::Glob, path: &Path<'_>) -> Refusal {
+    Refusal::new(
+        Reason::OutsideTenant,
+        format!(
+            "{path}: {ns:?} is a platform namespace (platformNamespaces: {:?}), never a tenant's",
+            pattern.as_str()
+        ),
+    )
 }
 
 fn slash(namespace: &str, name: &str) -> String {

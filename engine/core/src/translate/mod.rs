@@ -21,7 +21,9 @@ mod outcome;
 
 pub use guard::{Published, READ_DEPTH, UNREAD};
 pub use metadata::flowing_up;
-pub use namespace_labels::{super_namespace_labels, ANN_TENANT_LABELS};
+pub use namespace_labels::{
+    reserved_namespace_label, super_namespace_labels, NamespaceLabels, ANN_TENANT_LABELS,
+};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};
 pub use path::Path;
 
@@ -48,6 +50,10 @@ pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
 pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
 /// Annotation on a produced copy: what it was produced for, `<group>/<Kind>/<name>`.
 pub const ANN_PRODUCED_FOR: &str = "ferry.dev/produced-for";
+/// Annotation on a tenant's super namespaces: the uid of the tenant cluster's `kube-system`
+/// namespace, which cluster the tenant's names are bound to. A tenant of that name connecting
+/// from another cluster is refused until an admin removes it (docs/operations.md).
+pub const ANN_TENANT_CLUSTER: &str = "ferry.dev/tenant-cluster";
 pub use crate::naming::{RESERVED_PREFIX, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE};
 
 /// `Result` of a translation.

@@ -163,7 +163,8 @@ fn labels(v: Value) -> Map<String, Value> {
 #[test]
 fn super_namespaces_are_made_followed_and_never_annexed() {
     let want = labels(json!({"zone": "a"}));
-    let Action::Create(ns) = super_namespace(None, "team-a", "shop", "team-a-shop", &want) else {
+    let Action::Create(ns) = super_namespace(None, "team-a", "shop", "team-a-shop", &want, None)
+    else {
         panic!("not created")
     };
     assert_eq!(
@@ -176,16 +177,24 @@ fn super_namespaces_are_made_followed_and_never_annexed() {
     );
     let mine = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
     assert_eq!(
-        super_namespace(Some(&mine), "team-a", "shop", "team-a-shop", &want),
+        super_namespace(Some(&mine), "team-a", "shop", "team-a-shop", &want, None),
         Action::Nothing
     );
     let relabelled = labels(json!({"zone": "b"}));
     assert!(matches!(
-        super_namespace(Some(&mine), "team-a", "shop", "team-a-shop", &relabelled),
+        super_namespace(
+            Some(&mine),
+            "team-a",
+            "shop",
+            "team-a-shop",
+            &relabelled,
+            None
+        ),
         Action::Patch(_)
     ));
     let theirs = super_ns("team-b", "elsewhere", json!({}), "");
-    let Action::Refuse(r) = super_namespace(Some(&theirs), "team-a", "shop", "team-a-shop", &want)
+    let Action::Refuse(r) =
+        super_namespace(Some(&theirs), "team-a", "shop", "team-a-shop", &want, None)
     else {
         panic!("another tenant's namespace annexed")
     };
@@ -193,7 +202,7 @@ fn super_namespaces_are_made_followed_and_never_annexed() {
     let mut going = mine.clone();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(
-        super_namespace(Some(&going), "team-a", "shop", "team-a-shop", &want),
+        super_namespace(Some(&going), "team-a", "shop", "team-a-shop", &want, None),
         Action::Wait
     );
 }
@@ -203,22 +212,91 @@ fn a_gone_tenant_namespace_takes_its_super_namespace_only() {
     let want = labels(json!({"zone": "a"}));
     let mine = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
     assert_eq!(
-        tenant_namespace(false, Some(&mine), "team-a", "shop", &want),
+        tenant_namespace(false, Some(&mine), "team-a", "shop", &want, None),
         Action::Delete { uid: "n1".into() }
     );
     assert_eq!(
-        tenant_namespace(true, Some(&mine), "team-a", "shop", &want),
+        tenant_namespace(true, Some(&mine), "team-a", "shop", &want, None),
         Action::Nothing
     );
     let theirs = super_ns("team-b", "shop", json!({}), "");
     assert_eq!(
-        tenant_namespace(false, Some(&theirs), "team-a", "shop", &want),
+        tenant_namespace(false, Some(&theirs), "team-a", "shop", &want, None),
         Action::Nothing
     );
     assert_eq!(
-        tenant_namespace(false, None, "team-a", "shop", &want),
+        tenant_namespace(false, None, "team-a", "shop", &want, None),
         Action::Nothing
     );
+}
+
+#[test]
+fn super_namespaces_record_their_tenant_cluster_and_never_serve_another() {
+    let want = labels(json!({"zone": "a"}));
+    let Action::Create(ns) =
+        super_namespace(None, "team-a", "shop", "team-a-shop", &want, Some("c1"))
+    else {
+        panic!("not created")
+    };
+    assert_eq!(
+        ns["metadata"]["annotations"]["ferry.dev/tenant-cluster"],
+        "c1"
+    );
+    // Made before bindings: adopted by the cluster ferry reaches now, alone or with labels.
+    let old = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
+    let adopt =
+        json!({"metadata": {"uid": "n1", "annotations": {"ferry.dev/tenant-cluster": "c1"}}});
+    assert_eq!(
+        super_namespace(
+            Some(&old),
+            "team-a",
+            "shop",
+            "team-a-shop",
+            &want,
+            Some("c1")
+        ),
+        Action::Patch(adopt.clone())
+    );
+    assert_eq!(
+        tenant_namespace(true, Some(&old), "team-a", "shop", &want, Some("c1")),
+        Action::Patch(adopt)
+    );
+    // Bound to c1, reached from c2: refused, never patched, never deleted.
+    let mut bound = old.clone();
+    bound["metadata"]["annotations"]["ferry.dev/tenant-cluster"] = json!("c1");
+    assert_eq!(
+        super_namespace(
+            Some(&bound),
+            "team-a",
+            "shop",
+            "team-a-shop",
+            &want,
+            Some("c1")
+        ),
+        Action::Nothing
+    );
+    let Action::Refuse(r) = super_namespace(
+        Some(&bound),
+        "team-a",
+        "shop",
+        "team-a-shop",
+        &want,
+        Some("c2"),
+    ) else {
+        panic!("written into a namespace bound to another cluster")
+    };
+    assert_eq!(r.reason, Reason::OutsideTenant);
+    assert!(
+        r.message.contains("ferry.dev/tenant-cluster-"),
+        "{}",
+        r.message
+    );
+    for alive in [true, false] {
+        assert_eq!(
+            tenant_namespace(alive, Some(&bound), "team-a", "shop", &want, Some("c2")),
+            Action::Nothing
+        );
+    }
 }
 
 #[test]

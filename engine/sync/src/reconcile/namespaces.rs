@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Scope};
+use ferry_core::translate::{Reason, Refusal};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ApiResource;
 use kube::runtime::events::{Event, EventType};
@@ -55,6 +56,7 @@ impl Reconciler<'_> {
             tenant_ns,
             super_ns,
             &labels,
+            self.tenant.cluster.get().map(String::as_str),
         );
         // A migration's target that exists already (left from an earlier placement) gets its
         // marks, or the switch would find nothing to switch.
@@ -117,12 +119,50 @@ impl Reconciler<'_> {
 
     /// The labels the super namespace of `tenant_ns` copies.
     fn namespace_labels(&self, tenant_ns: &str) -> serde_json::Map<String, Value> {
-        namespace_labels::desired(self.tenant.namespaces.get("", tenant_ns).as_deref())
+        namespace_labels::desired(
+            self.tenant.namespaces.get("", tenant_ns).as_deref(),
+            &self.shared.namespace_labels,
+        )
+    }
+
+    /// Refuses `key` when its tenant namespace maps onto a platform namespace
+    /// (`platformNamespaces`): `super_ns`, its super name, matches one. Asked wherever a
+    /// tenant namespace is mapped for a write, before anything is read or translated; the
+    /// Event goes on the key's object in `cache` (the namespace itself for a namespace key).
+    /// The super writers' fence (`write/fence.rs`) stops whatever would still get through.
+    pub(super) async fn outside_tenant(&self, key: &Key, cache: &Cache, super_ns: &str) -> bool {
+        let Some(pattern) = self.shared.platform.matching(super_ns) else {
+            return false;
+        };
+        let tenant_ns = match key.kind {
+            Kind::Namespace => key.name.as_str(),
+            Kind::Resource(_) => key.namespace.as_str(),
+        };
+        let refusal = Refusal::new(
+            Reason::OutsideTenant,
+            format!(
+                "tenant namespace {tenant_ns:?} maps to super namespace {super_ns:?}, which is the platform's (platformNamespaces: {:?}); nothing of it is synced",
+                pattern.as_str()
+            ),
+        );
+        match cache.get(&key.namespace, &key.name) {
+            Some(object) => self.refuse(key, Some(&object), &refusal).await,
+            // Gone: nothing to refuse any more.
+            None => self.accepted(key),
+        }
+        true
     }
 
     /// A tenant namespace: its super namespace follows its labels, and goes (with every copy
     /// in it) when it goes.
     pub(super) async fn namespace(&self, key: &Key) -> Result<Outcome> {
+        let super_ns = self.tenant.names().to_super(&key.name);
+        if self
+            .outside_tenant(key, &self.tenant.namespaces, &super_ns)
+            .await
+        {
+            return Ok(Outcome::default());
+        }
         let alive = self.tenant.namespace_alive(&key.name);
         if !alive {
             self.tenant.forget_choice(&key.name);
@@ -131,7 +171,6 @@ impl Reconciler<'_> {
                 self.shared.queues.add(object);
             }
         }
-        let super_ns = self.tenant.names().to_super(&key.name);
         let labels = self.namespace_labels(&key.name);
         // Its super namespace stays where the namespace runs (and where it moves to), and goes
         // from any other super.
@@ -150,6 +189,7 @@ impl Reconciler<'_> {
                 &self.tenant.name,
                 &key.name,
                 &labels,
+                self.tenant.cluster.get().map(String::as_str),
             );
             let writer = &target.writer;
             let done = match action {

@@ -39,6 +39,10 @@ impl Reconciler<'_> {
         } else {
             (String::new(), names.to_super(&key.name))
         };
+        // Any copy in a platform namespace is left alone.
+        if namespaced && self.outside_tenant(key, tenant_cache, &super_ns).await {
+            return Ok(Outcome::default());
+        }
         // Whether a dependency is referenced: unknown while objects listed at start are still
         // to be reconciled. One nothing references yet may be theirs, so it waits (queued
         // again once they are), its copies not even read; gone from the tenant, its copies go.

@@ -135,6 +135,9 @@ impl Guard<'_> {
     }
 
     fn own_namespace(&self, namespace: &str, whole: &str, path: &Path<'_>) -> Result<()> {
+        if let Some(pattern) = self.names.platform(namespace) {
+            return Err(super::platform_namespace(namespace, pattern, path));
+        }
         if dns_label_problem(namespace).is_none() && self.names.in_tenant_space(namespace) {
             return Ok(());
         }

@@ -7,7 +7,9 @@ use super::{shown, Guard};
 use crate::translate::fields::selector::not_a_selector;
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
 use crate::translate::path::Path;
-use crate::translate::{Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX};
+use crate::translate::{
+    reserved_namespace_label, Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX,
+};
 
 impl Guard<'_> {
     /// The `matchLabels` of a scoped selector: its values are strings, and the only
@@ -65,8 +67,10 @@ impl Guard<'_> {
         Ok(())
     }
 
-    /// A selector of namespaces names only this tenant's namespaces.
+    /// A selector of namespaces names only this tenant's namespaces, and (live) selects by
+    /// no label key super namespaces do not carry from their tenant namespace.
     pub(super) fn selected_namespaces(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        self.namespace_label_keys(value, path)?;
         let labels_path = path.key("matchLabels");
         if let Some(v) = value
             .get("matchLabels")
@@ -105,6 +109,47 @@ impl Guard<'_> {
                     Reason::Invalid,
                     format!("{exprs_path}: expected a list, found {}", shown(other)),
                 ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Live, every key a selector of namespaces selects by is one super namespaces carry
+    /// from their tenant namespace (`namespaceLabels.allow`), the tenant label, or
+    /// `kubernetes.io/metadata.name`: any other key would match labels the platform puts on
+    /// super namespaces, never the tenant's. Offline (no SyncConfig) nothing is known.
+    fn namespace_label_keys(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        // Each key with where it is: a key of matchLabels (`None`), or expression `i`.
+        let labels = value.get("matchLabels").and_then(Value::as_object);
+        let label_keys = labels
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .map(|k| (k.as_str(), None));
+        let exprs = value.get("matchExpressions").and_then(Value::as_array);
+        let expr_keys = exprs
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, e)| Some((e.get("key").and_then(Value::as_str)?, Some(i))));
+        for (key, index) in label_keys.chain(expr_keys) {
+            if key == LABEL_TENANT || key == NAMESPACE_NAME_LABEL {
+                continue;
+            }
+            let allowed = match self.names.namespace_label_allowed(key) {
+                None => continue,
+                Some(allowed) => allowed && !reserved_namespace_label(key),
+            };
+            if !allowed {
+                let at = match index {
+                    None => path.key("matchLabels").key(key).to_string(),
+                    Some(i) => path.key("matchExpressions").index(i).key("key").to_string(),
+                };
+                return Err(Refusal::new(
+                    Reason::OutsideTenant,
+                    format!(
+                        "{at}: {key:?} is not a label super namespaces carry (namespaceLabels.allow), so the selector would match the platform's labels, not the tenant's"
+                    ),
+                ));
             }
         }
         Ok(())

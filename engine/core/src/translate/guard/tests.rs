@@ -466,6 +466,89 @@ fn the_oracle_sees_what_the_guard_must_refuse() {
         .any(|v| v.contains("nested 65 levels")));
 }
 
+#[test]
+fn namespace_values_never_name_a_platform_namespace() {
+    let policy = policy();
+    let platform = [crate::glob::Glob::new("team-a-plat?-*").unwrap()];
+    let fenced = names().with_platform(&platform);
+    let translate = |spec: Value| {
+        Translator::new(&policy, None).to_super(
+            widget("w", "prod", json!({}), spec),
+            &fenced,
+            false,
+        )
+    };
+    for spec in [
+        json!({"targetNamespace": "platx-1"}),
+        json!({"allowedNamespaces": ["prod", "platy-2"]}),
+        json!({"restoreFrom": {"name": "w", "namespace": "platz-3"}}),
+    ] {
+        let refused = translate(spec.clone()).unwrap_err();
+        assert_eq!(refused.reason, Reason::OutsideTenant, "{spec}: {refused}");
+        assert!(refused.message.contains("platformNamespaces"), "{refused}");
+    }
+    // Without the pattern, or for a name it does not match, the value maps as ever.
+    let out = translate(json!({"targetNamespace": "platform-x"})).unwrap();
+    assert_eq!(out.object["spec"]["targetNamespace"], "team-a-platform-x");
+    let plain = Translator::new(&policy, None)
+        .to_super(
+            widget(
+                "w",
+                "prod",
+                json!({}),
+                json!({"targetNamespace": "platx-1"}),
+            ),
+            &names(),
+            false,
+        )
+        .unwrap();
+    assert_eq!(plain.object["spec"]["targetNamespace"], "team-a-platx-1");
+}
+
+#[test]
+fn selectors_of_namespaces_select_only_by_labels_super_namespaces_carry() {
+    let dir = crate::policy::pin::tempdir::Dir::new();
+    let file = dir.path().join("policy.yaml");
+    std::fs::write(&file, "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {name: portal}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Portal\n    direction: toSuper\n    fields:\n    - {path: \"$.spec.from\", namespaceSelector: true}\n").unwrap();
+    let policy = crate::policy::load(&file).unwrap();
+    let portal = |from: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Portal",
+            "metadata": {"name": "p", "namespace": "prod"}, "spec": {"from": from}})
+    };
+    let allow = [crate::glob::Glob::new("tier").unwrap()];
+    let live = names().with_namespace_labels(&allow);
+    let translate = |from: Value, names: &NameMap| {
+        Translator::new(&policy, None).to_super(portal(from), names, false)
+    };
+    // Allowed keys, the tenant's label and namespace names pass, live and offline.
+    let fine = json!({"matchLabels": {"tier": "gold", "kubernetes.io/metadata.name": "prod"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]});
+    let out = translate(fine.clone(), &live).unwrap();
+    assert_eq!(
+        out.object["spec"]["from"]["matchLabels"]["ferry.dev/tenant"],
+        "team-a"
+    );
+    for from in [
+        json!({"matchLabels": {"team": "x"}}),
+        json!({"matchExpressions": [{"key": "team", "operator": "Exists"}]}),
+        // Allowed by a pattern or not, reserved keys are never on a super namespace.
+        json!({"matchLabels": {"pod-security.kubernetes.io/enforce": "privileged"}}),
+    ] {
+        let refused = translate(from.clone(), &live).unwrap_err();
+        assert_eq!(refused.reason, Reason::OutsideTenant, "{from}: {refused}");
+        assert!(
+            refused.message.contains("namespaceLabels.allow"),
+            "{refused}"
+        );
+        // Offline nothing is known of the SyncConfig: not checked.
+        assert!(translate(from, &names()).is_ok());
+    }
+    let everything = [crate::glob::Glob::new("*").unwrap()];
+    let reserved = json!({"matchLabels": {"pod-security.kubernetes.io/enforce": "privileged"}});
+    assert!(translate(reserved, &names().with_namespace_labels(&everything)).is_err());
+}
+
+
 mod annotations;
 mod depth;
 mod names;
