@@ -548,7 +548,6 @@ fn selectors_of_namespaces_select_only_by_labels_super_namespaces_carry() {
     assert!(translate(reserved, &names().with_namespace_labels(&everything)).is_err());
 }
 
-
 mod annotations;
 mod depth;
 mod names;
