@@ -215,6 +215,9 @@ pub enum Rule {
     /// `x-ferry-host`: a DNS name, in-cluster (its namespace label mapped) or external (under
     /// one of the tenant's domains).
     Host(Hosts),
+    /// `short: refuse` of `x-ferry-host`: a name without a dot (resolved in whichever
+    /// namespace reads it: `kubernetes`, `vault`) is refused, as in a certificate.
+    Qualified,
     /// `x-ferry-identity: true`: a workload identity (`spiffe://<td>/ns/<ns>/sa/<sa>` or
     /// `<td>/ns/<ns>/sa/<sa>`), its namespace mapped.
     Identity,
@@ -285,6 +288,7 @@ impl Rule {
             Rule::Keep(_) => "x-ferry-namespace {keep}",
             Rule::Required(_) => "empty",
             Rule::Host(_) => "x-ferry-host",
+            Rule::Qualified => "x-ferry-host {short: refuse}",
             Rule::Identity => "x-ferry-identity",
             Rule::Forbid(_) => "x-ferry-forbid",
             Rule::SecretTemplate => "x-ferry-secret-template",
@@ -302,7 +306,7 @@ impl Rule {
             Rule::OwnerSuper => "owner: super",
             Rule::Drop => "drop",
             Rule::Pattern | Rule::Keep(_) | Rule::Required(_) => "namespace",
-            Rule::Host(_) => "host",
+            Rule::Host(_) | Rule::Qualified => "host",
             Rule::Identity => "identity",
             Rule::Forbid(_) => "forbid",
             Rule::SecretTemplate => "secretTemplate",

@@ -151,7 +151,8 @@ impl<'a> Fields<'a> {
                     };
                     let element_path = path.index(i);
                     if !item.kept(element) {
-                        if element.as_str() == Some("") && item.has(Rule::bears_name) {
+                        let empty = element.is_null() || element.as_str() == Some("");
+                        if empty && item.has(Rule::bears_name) {
                             return Err(Refusal::new(
                                 Reason::Invalid,
                                 format!("{element_path}: \"\" in a list of names means every namespace or host to some operators; leave it out"),
@@ -219,6 +220,8 @@ impl<'a> Fields<'a> {
             Rule::Pattern => self.map_pattern(rule, value, path),
             Rule::Host(hosts) => self.map_host(rule, *hosts, value, path),
             Rule::Identity => self.map_identity(rule, value, path),
+            Rule::Qualified if self.way == Way::Down => names::qualified(value, path),
+            Rule::Qualified => Ok(()),
             Rule::Required(empty) => self.required(rule, *empty, node, value, path),
             Rule::Forbid(forbid) if self.way == Way::Down => self.forbid(forbid, value, path),
             Rule::SecretTemplate => self.secret_template(value, path),

@@ -225,6 +225,14 @@ impl<'a> Guard<'a> {
                         text("namespace")
                     )));
                 }
+                // A tenant namespace whose super name is the platform's is never written.
+                if let Some(pattern) = self.names.platform(text("namespace")) {
+                    return Err(platform_namespace(
+                        text("namespace"),
+                        pattern,
+                        &Path::Root.key("metadata").key("namespace"),
+                    ));
+                }
             }
             Scope::Cluster => {
                 if meta.contains_key("namespace") {
@@ -331,6 +339,7 @@ impl<'a> Guard<'a> {
                     | Rule::Required(_)
                     | Rule::Host(_)
                     | Rule::Identity
+                    | Rule::Qualified
                     | Rule::Forbid(_)
                     | Rule::SecretTemplate => {}
                 }

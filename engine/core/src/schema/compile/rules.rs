@@ -437,7 +437,7 @@ pub fn parse_names(
     };
     let keys: &[&str] = match what {
         "x-ferry-namespace" => &["empty", "pattern", "keep"],
-        "x-ferry-host" => &["type", "empty"],
+        "x-ferry-host" => &["type", "empty", "short"],
         _ => &["empty"],
     };
     if let Some(key) = map.keys().find(|k| !keys.contains(&k.as_str())) {
@@ -485,6 +485,19 @@ pub fn parse_names(
             _ => &Value::Bool(true),
         };
         rules.extend(base(plain).map_err(|m| (Some("type".to_string()), m))?);
+    }
+    match map.get("short").map(|v| v.as_str()) {
+        None | Some(Some("keep")) => {}
+        Some(Some("refuse")) => rules.push(Rule::Qualified),
+        Some(_) => {
+            return Err((
+                Some("short".into()),
+                format!(
+                    "{what}.short expects refuse or keep, found {}",
+                    map["short"]
+                ),
+            ))
+        }
     }
     if let Some(keep) = map.get("keep") {
         let literals = keep_literals(keep).map_err(|m| (Some("keep".to_string()), m))?;

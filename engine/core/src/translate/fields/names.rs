@@ -343,3 +343,15 @@ pub(crate) fn text<'v>(value: &'v Value, path: &Path<'_>, what: &str) -> Result<
         )),
     }
 }
+
+/// A host name without a dot where the rule refuses short names: resolved in whichever
+/// namespace reads it, it names no namespace of the tenant's (`kubernetes`, `vault`).
+pub(crate) fn qualified(value: &Value, path: &Path<'_>) -> Result<()> {
+    match text(value, path, "a host name")? {
+        Some(host) if !host.trim_end_matches('.').contains('.') => Err(Refusal::new(
+            Reason::OutsideTenant,
+            format!("{path}: {host:?} has no domain: it names no namespace or domain of the tenant's (write <name>.<namespace>.svc or a name under its domains)"),
+        )),
+        _ => Ok(()),
+    }
+}

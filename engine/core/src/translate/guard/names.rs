@@ -13,7 +13,8 @@ use crate::naming::embedded::{
 };
 use crate::schema::{Hosts, Node, Rule};
 use crate::translate::fields::names::{
-    forbidden, is_empty_value, outside_domains, requires_below, secret_template, text, token_secret,
+    forbidden, is_empty_value, outside_domains, qualified, requires_below, secret_template, text,
+    token_secret,
 };
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
@@ -28,6 +29,7 @@ impl Guard<'_> {
             Rule::Pattern => self.pattern(value, path)?,
             Rule::Host(hosts) => self.host(*hosts, value, path)?,
             Rule::Identity => self.identity(value, path)?,
+            Rule::Qualified => qualified(value, path)?,
             Rule::Required(_) if is_empty_value(value) => {
                 return Err(Refusal::new(
                     Reason::OutsideTenant,
@@ -44,7 +46,8 @@ impl Guard<'_> {
 
     /// Down, `""` among names (the element of a list under a name rule) is refused.
     pub(super) fn empty_name(&self, node: &Node, value: &Value, path: &Path<'_>) -> Result<()> {
-        if value.as_str() == Some("") && node.has(Rule::bears_name) {
+        let empty = value.is_null() || value.as_str() == Some("");
+        if empty && node.has(Rule::bears_name) {
             return Err(Refusal::new(
                 Reason::Invalid,
                 format!("{path}: \"\" in a list of names means every namespace or host to some operators"),
