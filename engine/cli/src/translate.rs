@@ -89,13 +89,6 @@ pub fn run(args: Args) -> Result<u8> {
     // Offline there is no SyncConfig: the platform's namespaces are the documented defaults,
     // as live without a `platformNamespaces` list.
     let platform = ferry_core::config::PlatformNamespaces::default();
-    if let Some(pattern) = platform.inside(tenant.as_str()) {
-        eprintln!(
-            "error: --tenant: tenant {tenant} would own the platform namespace {:?} (its super namespaces are named {tenant}-<namespace>)",
-            pattern.as_str()
-        );
-        return Ok(1);
-    }
     let names = NameMap::new(tenant)
         .with_domains(policy.domains_of(&args.tenant).iter().chain(&args.domains))
         .with_platform(platform.patterns());

@@ -361,19 +361,6 @@ pub fn load(path: &Path) -> Result<Config> {
     let platform_namespaces =
         namespaces::platform_namespaces(&positions, spec.platform_namespaces)?;
     let namespace_labels = namespaces::namespace_labels(&positions, spec.namespace_labels)?;
-    for (i, t) in tenants.iter().enumerate() {
-        if let Some(pattern) = platform_namespaces.inside(t.name.as_str()) {
-            return Err(invalid(
-                &format!("spec.tenants[{i}].name"),
-                format!(
-                    "tenant {} would own the platform namespace {:?} (platformNamespaces): its super namespaces are named {}-<namespace>; choose another tenant name",
-                    t.name,
-                    pattern.as_str(),
-                    t.name
-                ),
-            ));
-        }
-    }
     Ok(Config {
         policy: relative(path, &spec.policy),
         supers,

@@ -369,6 +369,16 @@ impl NameMap {
         Some(allow.iter().any(|g| g.matches(key)))
     }
 
+    /// A platform namespace written as a plain name that the namespace glob `glob` (`*` and
+    /// `?`) matches, if any.
+    pub fn platform_in_glob(&self, glob: &str) -> Option<&str> {
+        let glob = crate::glob::Glob::new(glob).ok()?;
+        self.platform
+            .iter()
+            .map(crate::glob::Glob::as_str)
+            .find(|name| !name.contains(['*', '?']) && glob.matches(name))
+    }
+
     /// The platform pattern the super namespace `super_ns` matches, if it is the platform's.
     pub fn platform(&self, super_ns: &str) -> Option<&Glob> {
         self.platform.iter().find(|g| g.matches(super_ns))

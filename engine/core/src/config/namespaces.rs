@@ -66,15 +66,6 @@ impl PlatformNamespaces {
         Self(patterns)
     }
 
-    /// The platform pattern that lies inside `tenant`'s space (`istio-system` for tenant
-    /// `istio`): such a tenant's globs and names would reach it, so the tenant is refused.
-    pub fn inside(&self, tenant: &str) -> Option<&Glob> {
-        let prefix = format!("{tenant}-");
-        self.0
-            .iter()
-            .find(|g| g.literal_prefix().starts_with(&prefix) || g.matches(&format!("{prefix}x")))
-    }
-
     /// The first pattern `namespace` matches, if it is a platform namespace.
     pub fn matching(&self, namespace: &str) -> Option<&Glob> {
         self.0.iter().find(|g| g.matches(namespace))

@@ -83,6 +83,14 @@ impl Guard<'_> {
             return Ok(());
         };
         let prefix = format!("{}-", self.names.tenant());
+        // A glob in the tenant's space may still match a platform namespace named in it
+        // (tenant istio's `*` is `istio-*`, which matches istio-system).
+        if let Some(platform) = self.names.platform_in_glob(pattern) {
+            return Err(Refusal::new(
+                Reason::OutsideTenant,
+                format!("{path}: the glob {pattern:?} matches the platform namespace {platform:?} (platformNamespaces)"),
+            ));
+        }
         match pattern.strip_prefix(&prefix) {
             Some(rest) if !rest.is_empty() && pattern_problem(rest).is_none() => Ok(()),
             _ => Err(Refusal::new(
