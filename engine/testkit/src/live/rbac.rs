@@ -50,16 +50,8 @@ pub async fn install_rbac(ferry: &Path, policy: &Path, clusters: &crate::Cluster
         });
         for (kind, object) in [("ClusterRole", role), ("ClusterRoleBinding", &binding)] {
             let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
-            let api: Api<DynamicObject> =
-                Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            api.patch(
-                name,
-                &PatchParams::apply("ferry-testkit").force(),
-                &Patch::Apply(object),
-            )
-            .await
-            .with_context(|| format!("applying {kind} {name}"))?;
+            let api = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+            apply(&api, kind, object).await?;
         }
     }
     let lease_role = roles
@@ -92,19 +84,25 @@ async fn install_lease_role(client: &Client, role: &Value) -> Result<()> {
     });
     for (kind, object) in [("Role", role), ("RoleBinding", &binding)] {
         let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind);
-        let api: Api<DynamicObject> = Api::namespaced_with(
+        let api = Api::namespaced_with(
             client.clone(),
             FERRY_NAMESPACE,
             &ApiResource::from_gvk(&gvk),
         );
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        api.patch(
-            name,
-            &PatchParams::apply("ferry-testkit").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .with_context(|| format!("applying {kind} {name}"))?;
+        apply(&api, kind, object).await?;
     }
+    Ok(())
+}
+
+/// Server-side applies `object` (a `kind`) as the harness's field manager.
+async fn apply(api: &Api<DynamicObject>, kind: &str, object: &Value) -> Result<()> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    api.patch(
+        name,
+        &PatchParams::apply("ferry-testkit").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {name}"))?;
     Ok(())
 }

@@ -10,6 +10,14 @@ use crate::schema::{Annotated, Node, RefFormat, RefRule, Rule};
 use crate::translate::path::Path;
 use crate::translate::{Change, Reason, Reference, Refusal, Result};
 
+/// The object a reference names: its group, kind and name.
+#[derive(Clone, Copy)]
+pub(super) struct Named<'a> {
+    group: &'a str,
+    kind: &'a str,
+    name: &'a str,
+}
+
 /// What to rewrite in a reference.
 pub(super) struct Decision {
     renamed: Option<String>,
@@ -43,17 +51,15 @@ impl Fields<'_> {
 
     /// Whether a reference to a kind approved both ways names a public copy in the tenant;
     /// offline that cannot be known, and the explanation says so.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn public_copy_named(
         &mut self,
-        group: &str,
-        kind: &str,
+        target: Named<'_>,
         fields: Option<&Map<String, Value>>,
         ns_key: Option<&str>,
-        name: &str,
         annotated: &Annotated,
         name_path: &Path<'_>,
     ) -> bool {
+        let Named { group, kind, name } = target;
         // A namespaced public object can be named unchanged only with its namespace: without
         // one, the reference resolves in the referrer's super namespace, the tenant's own.
         let namespace = match self.policy.resource_in(group, kind, Direction::FromSuper) {
@@ -280,7 +286,13 @@ impl Fields<'_> {
         // names is a copy of a public one (known live), which it then names unchanged.
         let copy_of_public = self.way == Way::Down
             && approved.is_some_and(|r| r.both_ways)
-            && self.public_copy_named(group, kind, fields, ns_key, name, annotated, name_path);
+            && self.public_copy_named(
+                Named { group, kind, name },
+                fields,
+                ns_key,
+                annotated,
+                name_path,
+            );
         let (rename, map_namespace) = match approved {
             Some(r) if r.direction == Direction::Produced => (false, true),
             // A fromSuper target is the shared public object: the reference passes unchanged.
