@@ -2,7 +2,7 @@
 //! `ferry-core`.
 //!
 //! ```text
-//!  argv ─▶ clap ─▶ translate | check | policy pin | schema init | rbac | run | completions
+//!  argv ─▶ clap ─▶ translate | test | check | policy pin | schema init | rbac | run | completions
 //!                     │
 //!                     └─▶ ferry_core (policy, schema, translate, sandbox workers = this binary)
 //! ```
@@ -11,6 +11,7 @@
 
 mod deploy;
 mod documents;
+mod test;
 mod translate;
 
 use std::io::IsTerminal;
@@ -43,6 +44,8 @@ struct Cli {
 enum Command {
     /// Print what ferry would write for the given objects (offline dry run).
     Translate(translate::Args),
+    /// Run the test cases (`tests/*.yaml`) beside policies; exit 1 when one fails.
+    Test(test::Args),
     /// Lint policies, schemas and transforms.
     Check {
         /// A policy file, or a directory of them.
@@ -195,6 +198,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Translate(args) => translate::run(args),
+        Command::Test(args) => test::run(args),
         Command::Check { policy, against } => check(&policy, against.as_deref()),
         Command::Run {
             config,

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use ferry_core::naming::{NameMap, Tenant};
+use ferry_core::offline::{Setting, Side};
 use ferry_core::sandbox::{Sandbox, WorkerCommand};
-use ferry_core::translate::{Translated, Translator};
+use ferry_core::translate::Translated;
 use serde_json::Value;
 
 use crate::{documents, Output, EXIT_REFUSED, WORKER_SUBCOMMAND};
@@ -50,6 +50,11 @@ pub struct Args {
     /// `tenants[].domains` gives them live), comma-separated.
     #[arg(long = "domain", value_delimiter = ',')]
     domains: Vec<String>,
+    /// Other tenants, comma-separated (with `--to tenant`): their super namespaces named in
+    /// free text are redacted, as live redacts every super namespace ferry made for someone
+    /// else.
+    #[arg(long, value_delimiter = ',')]
+    other_tenants: Vec<String>,
 }
 
 /// The sandbox of this process: transform workers are this binary, re-executed.
@@ -62,13 +67,6 @@ pub fn sandbox() -> Result<Sandbox> {
 }
 
 pub fn run(args: Args) -> Result<u8> {
-    let tenant = match Tenant::new(&args.tenant) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: --tenant: {e}");
-            return Ok(1);
-        }
-    };
     let policy = match ferry_core::policy::load(&args.policy) {
         Ok(p) => p,
         Err(e) => {
@@ -78,68 +76,42 @@ pub fn run(args: Args) -> Result<u8> {
     };
     let docs = documents::read(&args.file)?;
     let sandbox = sandbox()?;
-    if let Some((domain, why)) = args
-        .domains
-        .iter()
-        .find_map(|d| ferry_core::naming::embedded::domain_problem(d).map(|why| (d, why)))
+    let setting = Setting {
+        tenant: args.tenant.clone(),
+        side: match args.to {
+            To::Super => Side::Super,
+            To::Tenant => Side::Tenant,
+        },
+        tenant_namespaces: args.tenant_namespaces.clone(),
+        other_tenants: args.other_tenants.clone(),
+        domains: args.domains.clone(),
+    };
+    let (labels, values): (Vec<String>, Vec<Value>) =
+        docs.into_iter().map(|d| (d.label, d.value)).unzip();
+    let results = match ferry_core::offline::translate(&policy, &sandbox, &setting, values, args.explain)
     {
-        eprintln!("error: --domain {domain:?}: {why}");
-        return Ok(1);
-    }
-    // Offline there is no SyncConfig: the platform's namespaces are the documented defaults,
-    // as live without a `platformNamespaces` list.
-    let platform = ferry_core::config::PlatformNamespaces::default();
-    let names = NameMap::new(tenant)
-        .with_domains(policy.domains_of(&args.tenant).iter().chain(&args.domains))
-        .with_platform(platform.patterns());
-    let namespaces = tenant_namespaces(&docs, &args, &names);
-    let translator = Translator::new(&policy, Some(&sandbox)).with_namespaces(&namespaces);
+        Ok(results) => results,
+        Err(e) => {
+            eprintln!("error: --{e}");
+            return Ok(1);
+        }
+    };
     let mut refused = 0;
     let mut printed: Vec<(Translated, String)> = Vec::new();
-    for doc in docs {
-        let result = match args.to {
-            To::Super => translator.to_super(doc.value, &names, args.explain),
-            To::Tenant => translator.to_tenant(&doc.value, &names, args.explain),
-        };
+    for (result, label) in results.into_iter().zip(labels) {
         match result {
-            Ok(t) => printed.push((t, doc.label)),
+            Ok(t) => printed.push((t, label)),
             Err(refusal) => {
                 refused += 1;
                 eprintln!(
                     "{}",
-                    one_line(&format!("ferry: refused {}: {refusal}", doc.label))
+                    one_line(&format!("ferry: refused {label}: {refusal}"))
                 );
             }
         }
     }
     print(&printed, args.output, args.explain)?;
     Ok(if refused > 0 { EXIT_REFUSED } else { 0 })
-}
-
-/// Offline, the tenant's namespaces are those of the input (unmapped when it is a super
-/// object) and those named by `--tenant-namespaces`.
-fn tenant_namespaces(docs: &[documents::Document], args: &Args, names: &NameMap) -> Vec<String> {
-    let mut out: std::collections::BTreeSet<String> = args
-        .tenant_namespaces
-        .iter()
-        .filter(|n| !n.is_empty())
-        .cloned()
-        .collect();
-    for doc in docs {
-        let Some(ns) = doc
-            .value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        let ns = match args.to {
-            To::Super => Some(ns.to_string()),
-            To::Tenant => names.to_tenant(ns),
-        };
-        out.extend(ns.filter(|n| !n.is_empty()));
-    }
-    out.into_iter().collect()
 }
 
 fn print(results: &[(Translated, String)], output: Output, explain: bool) -> Result<()> {

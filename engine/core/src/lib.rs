@@ -14,12 +14,14 @@
 //! network connection; its only I/O is reading policy, schema and transform files and
 //! running transform worker processes.
 
+pub mod cases;
 pub mod check;
 pub mod config;
 pub mod glob;
 pub mod locate;
 pub mod manifests;
 pub mod naming;
+pub mod offline;
 pub mod path;
 pub mod policy;
 pub mod rbac;

@@ -26,6 +26,17 @@ fn schemas_and_references_are_current() {
     let mut stale = Vec::new();
     check("docs/schemas/sync-policy.json", &json(&policy), &mut stale);
     check("docs/schemas/sync-config.json", &json(&config), &mut stale);
+    let cases = ferry_core::cases::json_schema();
+    check("docs/schemas/ferry-test.json", &json(&cases), &mut stale);
+    check(
+        "docs/reference/ferry-test.md",
+        &ferry_core::reference::markdown(
+            &cases,
+            "ferry test case reference",
+            "Every field of a `ferry test` case. A case file (`tests/*.yaml` beside policies) is a YAML list of cases; `ferry test [PATH...]` runs them against the policy tree at each PATH (or `--policy`), prints a diff for each failing case and `N passed, M failed`, and exits 1 on any failure; `--update` rewrites `expect`, `refused` and `explain` to what ferry does now, keeping comments. How to write them: [writing a policy](../writing-a-policy.md). Editors validate with `# yaml-language-server: $schema=../docs/schemas/ferry-test.json`.",
+        ),
+        &mut stale,
+    );
     check(
         "docs/reference/sync-policy.md",
         &ferry_core::reference::markdown(

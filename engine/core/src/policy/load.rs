@@ -45,7 +45,9 @@ struct Parsed {
     doc: PolicyFile,
 }
 
-/// The policy files `path` names: itself, or every `*.yaml`/`*.yml` directly in it.
+/// The policy files `path` names: itself, or every `kind: SyncPolicy` file in the tree below
+/// it (other YAML, such as schema overlays and `ferry test` cases, is skipped; so are hidden
+/// directories and symbolic links to directories).
 pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::Read {
         at: Location::file(path),
@@ -54,24 +56,74 @@ pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let entries = std::fs::read_dir(path).map_err(|e| Error::Read {
-        at: Location::file(path),
-        message: e.to_string(),
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-        })
-        .collect();
-    files.sort();
+    let mut files = Vec::new();
+    collect_policy_files(path, &mut files)?;
     if files.is_empty() {
         return Err(Error::Invalid {
             at: Location::file(path),
-            message: "the directory holds no *.yaml policy files".into(),
+            message: "the directory tree holds no kind: SyncPolicy file".into(),
         });
     }
     Ok(files)
+}
+
+/// Appends the policy files of `dir` and its subdirectories to `out`, in name order.
+fn collect_policy_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let read_error = |at: &Path, e: std::io::Error| Error::Read {
+        at: Location::file(at),
+        message: e.to_string(),
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| read_error(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let link = std::fs::symlink_metadata(&entry).map_err(|e| read_error(&entry, e))?;
+        if link.is_dir() {
+            collect_policy_files(&entry, out)?;
+        } else if matches!(
+            entry.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) && entry.is_file()
+        {
+            let text = std::fs::read_to_string(&entry).map_err(|e| read_error(&entry, e))?;
+            if is_policy_text(&text) {
+                out.push(entry);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a YAML file found in a directory is meant as a policy: one of its documents has
+/// `kind: SyncPolicy`, or it is a `ferry.dev` document that is no other ferry kind (so that a
+/// misspelt kind is reported, not skipped). A file that does not parse is a policy when a line
+/// says `kind: SyncPolicy`, so that its syntax error is reported.
+fn is_policy_text(text: &str) -> bool {
+    use serde::Deserialize;
+    let says_policy = text
+        .lines()
+        .any(|l| l.trim() == format!("kind: {KIND}") || l.trim() == format!("\"kind\": \"{KIND}\","));
+    says_policy || serde_yaml::Deserializer::from_str(text).any(|doc| {
+        let Ok(value) = serde_yaml::Value::deserialize(doc) else {
+            return false;
+        };
+        let field = |key: &str| value.get(key).and_then(serde_yaml::Value::as_str);
+        match (field("apiVersion"), field("kind")) {
+            (_, Some(KIND)) => true,
+            (Some(api), kind) => {
+                api.starts_with("ferry.dev/")
+                    && !matches!(kind, Some("SyncConfig"))
+            }
+            (None, _) => false,
+        }
+    })
 }
 
 /// Loads with explicit options.

@@ -50,6 +50,12 @@ pub trait Published: Sync {
         false
     }
 
+    /// Whether this knows the super cluster (live); offline, what only live can check is
+    /// noted in explanations instead.
+    fn live(&self) -> bool {
+        true
+    }
+
     /// Whether `namespace` holds a published object (its name is shown to tenants as is).
     fn public_namespace(&self, namespace: &str) -> bool {
         let _ = namespace;

@@ -72,7 +72,7 @@ impl Fields<'_> {
                 None => return false,
             },
         };
-        match self.published {
+        match self.published.filter(|p| p.live()) {
             Some(p) => p.tenant_copy(group, kind, namespace, name),
             None => {
                 if let Some(changes) = self.changes.as_deref_mut() {

@@ -237,7 +237,7 @@ impl Guard<'_> {
                 ""
             }
         };
-        match self.published {
+        match self.published.filter(|p| p.live()) {
             Some(p) => {
                 let gk = &resource.group_kind;
                 if p.published(&gk.group, &gk.kind, namespace, name) {
