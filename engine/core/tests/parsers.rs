@@ -146,16 +146,24 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-/// A scratch file under `target/fuzz/<dir>` (beside links to `schemas/` and
-/// `policies/transforms`, so that a policy's relative references still resolve).
+/// A scratch file under `target/fuzz/<dir>` (beside `schemas/` and `transforms/` holding
+/// links to the example's and the Gateway API's files, so that a policy's relative
+/// references still resolve).
 fn scratch(dir: &str, name: &str, text: &str) -> PathBuf {
-    let base = root().join("target/fuzz");
-    let dir = base.join(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for (link, target) in [
-        (base.join("schemas"), root().join("schemas")),
-        (dir.join("transforms"), root().join("policies/transforms")),
+    let dir = root().join("target/fuzz").join(dir);
+    for (sub, file) in [
+        ("schemas", "policies/examples/schemas/databases.example.com.yaml"),
+        ("schemas", "policies/library/gateway-api/schemas/gateway.networking.k8s.io.yaml"),
+        ("transforms", "policies/examples/transforms/db-tier.star"),
+        ("transforms", "policies/library/gateway-api/transforms/gateway-routes.star"),
     ] {
+        let target = root().join(file);
+        let link = dir.join(sub).join(target.file_name().unwrap());
+        if dir.join(sub).is_symlink() {
+            // A link to a whole directory, as earlier trees made.
+            std::fs::remove_file(dir.join(sub)).unwrap();
+        }
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
         if !link.exists() {
             let _ = std::os::unix::fs::symlink(target, link);
         }
@@ -165,9 +173,9 @@ fn scratch(dir: &str, name: &str, text: &str) -> PathBuf {
     path
 }
 
-const POLICY: &str = include_str!("../../../policies/databases.yaml");
-const GATEWAY_POLICY: &str = include_str!("../../../policies/gateway-api.yaml");
-const SCHEMA: &str = include_str!("../../../schemas/databases.example.com.yaml");
+const POLICY: &str = include_str!("../../../policies/examples/databases.yaml");
+const GATEWAY_POLICY: &str = include_str!("../../../policies/library/gateway-api/gateway-api.yaml");
+const SCHEMA: &str = include_str!("../../../policies/examples/schemas/databases.example.com.yaml");
 const CONFIG: &str = "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\nspec:\n  policy: ../policies\n  super: {kubeconfig: super.kubeconfig}\n  tenants:\n  - {name: team-a, kubeconfig: a.kubeconfig}\n  - name: team-b\n    kubeconfig: b.kubeconfig\n  patrolInterval: 60s\n  leaderElection: {enabled: true, namespace: ferry-system, lease: ferry}\n  metrics: {address: \"127.0.0.1:9090\"}\n";
 
 /// JSON schemas with ferry's annotations in odd places.

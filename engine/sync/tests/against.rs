@@ -22,7 +22,7 @@ async fn drifted_schemas_and_missing_crds_are_reported() {
     std::fs::create_dir_all(dir.join("schemas")).unwrap();
     let root = ferry_testkit::root();
     // The local schema annotates a field the installed CRD does not have.
-    let schema = std::fs::read_to_string(root.join("schemas/databases.example.com.yaml"))
+    let schema = std::fs::read_to_string(root.join("policies/examples/schemas/databases.example.com.yaml"))
         .unwrap()
         .replace("              notes:\n", "              ghostNamespace: {type: string, x-ferry-namespace: true}\n              notes:\n");
     std::fs::write(dir.join("schemas/databases.yaml"), schema).unwrap();

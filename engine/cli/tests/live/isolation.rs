@@ -133,7 +133,7 @@ pub fn database_policy(dir: &Path, name: &str, script: &str, extra: &str) -> Res
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let schema = ferry_testkit::root().join("schemas/databases.example.com.yaml");
+    let schema = ferry_testkit::root().join("policies/examples/schemas/databases.example.com.yaml");
     let policy = format!(
         "apiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\nmetadata: {{name: {name}}}\nspec:\n  resources:\n  - apiVersion: example.com/v1\n    kind: Database\n    direction: toSuper\n    schema: {}\n    transforms: [{name}]\n{extra}  transforms:\n  - name: {name}\n    file: {name}.star\n    sha256: {pin}\n",
         schema.display()

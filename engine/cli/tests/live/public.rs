@@ -88,7 +88,7 @@ pub async fn secret_followed_and_collected(identity: Identity) -> Result<()> {
     let ns = env.namespace("team-a", "shop").await?;
     let super_ns = format!("team-a-{ns}");
     // Reflector would copy a Secret so annotated across the super cluster: a dependency
-    // carries none of its annotations down (policies/core.yaml gives no annotations.allow).
+    // carries none of its annotations down (policies/library/core/core.yaml gives no annotations.allow).
     let reflected = json!({"reflector.v1.k8s.emberstack.com/reflection-allowed": "true", "example.com/owner": "shop"});
     for name in ["creds", "spare"] {
         create(&a, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": ns, "annotations": reflected}, "stringData": {"password": "hunter2"}})).await?;
