@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use crate::policy::{Direction, Policy};
-use crate::schema::Rule;
+use crate::schema::{Rule, StatusRoute};
 
 /// Reading a kind: what watchers need.
 const READ: &[&str] = &["get", "list", "watch"];
@@ -88,6 +88,36 @@ impl Rules {
     }
 }
 
+/// Built-in kinds served without a status subresource (so none is granted); every other
+/// kind without a CRD to tell gets one.
+const BUILTIN_WITHOUT_STATUS: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "ServiceAccount"),
+    ("", "Endpoints"),
+    ("", "Event"),
+    ("", "LimitRange"),
+    ("", "PodTemplate"),
+    ("discovery.k8s.io", "EndpointSlice"),
+    ("events.k8s.io", "Event"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("networking.k8s.io", "IngressClass"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("node.k8s.io", "RuntimeClass"),
+    ("coordination.k8s.io", "Lease"),
+];
+
+/// Whether a kind without a CRD to tell may have a status subresource.
+fn builtin_has_status(group: &str, kind: &str) -> bool {
+    !BUILTIN_WITHOUT_STATUS.contains(&(group, kind))
+}
+
 /// The ClusterRoles for the super cluster and for every tenant, in that order.
 pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
     let mut super_side = Rules::default();
@@ -115,10 +145,17 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
             Direction::ToSuper => {
                 super_side.allow(group, &name, APPLY);
                 tenant_side.allow(group, &name, READ);
-                // What flows up: status through its subresource (when the CRD declares one;
-                // a kind without a schema gets none), super-owned fields through the object,
-                // both by server-side apply (`patch`).
-                if resource.plan.has_status_subresource {
+                // What flows up: status through its subresource (or, without a CRD to
+                // say, whatever the cluster serves, which is the subresource for built-in
+                // kinds and most CRDs), super-owned fields through the object, both by
+                // server-side apply (`patch`).
+                let route = match resource.plan.status_route() {
+                    StatusRoute::Served if !builtin_has_status(group, &resource.group_kind.kind) => {
+                        StatusRoute::None
+                    }
+                    route => route,
+                };
+                if matches!(route, StatusRoute::Subresource | StatusRoute::Served) {
                     tenant_side.allow(group, &format!("{name}/status"), &["patch"]);
                 }
                 let owned = resource
@@ -126,11 +163,7 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
                     .rules()
                     .iter()
                     .any(|(_, a)| matches!(a.rule, Rule::OwnerSuper));
-                // A CRD with a status but no status subresource (Argo CD's Application) takes
-                // its status with the object.
-                let status_in_object = !resource.plan.has_status_subresource
-                    && resource.plan.known_paths.iter().any(|p| p == "status");
-                if owned || status_in_object {
+                if owned || route == StatusRoute::Object {
                     tenant_side.allow(group, &name, &["patch"]);
                 }
             }

@@ -79,9 +79,12 @@ pub fn set(shared: &Shared, tenant: &TenantState, key: &Key, references: &[Refer
                 };
                 wanted && p.group_kind.group == r.group && p.group_kind.kind == r.kind
             })?;
-            // What is produced for an object is in its own (super) namespace.
-            let namespace = if r.produced {
+            // What is produced for an object is in its own (super) namespace, or in the one
+            // its reference names (a cluster-scoped referrer's namespaceField).
+            let namespace = if r.produced && r.namespace.is_empty() {
                 &key.namespace
+            } else if r.produced {
+                &r.namespace
             } else if policy.resources[idx].scope == Scope::Cluster {
                 ""
             } else if r.namespace.is_empty() {

@@ -1,10 +1,10 @@
 //! Test support for ferry's end-to-end tests: clients for the local control planes that
 //! `cargo xtask cluster up` (or `cargo xtask test`) started, fresh namespaces per test, and
-//! the CRDs of `schemas/` installed without ferry's annotations.
+//! the CRDs of the policies' `schemas/` installed without ferry's annotations.
 //!
 //! ```text
 //!  target/clusters/{super,team-a,team-b}.kubeconfig ─▶ Clusters::connect ─▶ kube::Client each
-//!  schemas/*.yaml ─▶ strip x-ferry-* ─▶ server-side apply ─▶ wait Established
+//!  policies/**/schemas/*.yaml ─▶ strip x-ferry-* ─▶ server-side apply ─▶ wait Established
 //! ```
 //!
 //! Tests point at a user's own clusters with `FERRY_CLUSTERS_DIR` (a directory holding
@@ -166,13 +166,31 @@ pub fn strip_annotations(value: &mut Value) {
     }
 }
 
-/// The CRDs of the annotated schema files in `schemas/`, annotations stripped.
-pub fn schema_crds() -> Result<Vec<Value>> {
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(root().join("schemas"))?
+/// The schema files of the policies: every `*.yaml` in a `schemas/` directory below
+/// `policies/`, in path order.
+fn schema_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    files.sort();
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            schema_files(&entry, out)?;
+        } else if dir.file_name().is_some_and(|n| n == "schemas")
+            && entry.extension().is_some_and(|e| e == "yaml")
+        {
+            out.push(entry);
+        }
+    }
+    Ok(())
+}
+
+/// The CRDs of the annotated schema files of `policies/` (the library's overlays and the
+/// example's), annotations stripped.
+pub fn schema_crds() -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    schema_files(&root().join("policies"), &mut files)?;
     for file in files {
         let text = std::fs::read_to_string(&file)?;
         for doc in serde_yaml::Deserializer::from_str(&text) {
@@ -187,7 +205,7 @@ pub fn schema_crds() -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Server-side applies every CRD of `schemas/` and waits until each is Established.
+/// Server-side applies every CRD of the policies' `schemas/` and waits until each is Established.
 pub async fn install_crds(client: &Client) -> Result<Vec<String>> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut names = Vec::new();

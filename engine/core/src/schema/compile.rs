@@ -403,4 +403,4 @@ fn shape_of(schema: &Schema) -> Shape {
 mod checks;
 mod rules;
 
-pub use rules::{parse_forbid, parse_names, parse_ref, NameRules, PATTERN_GLOB};
+pub use rules::{parse_forbid, parse_names, parse_ref, selector_over, NameRules, PATTERN_GLOB};

@@ -193,6 +193,9 @@ pub enum Rule {
     Ref(RefRule),
     /// `x-ferry-selector: true`: a LabelSelector scoped to the tenant.
     Selector,
+    /// `x-ferry-selector: {over: published}`: a LabelSelector over the platform's objects,
+    /// limited to the published ones (the public label required).
+    PublishedSelector,
     /// `x-ferry-namespace-selector: true`: a LabelSelector of namespaces, scoped to the tenant,
     /// its `kubernetes.io/metadata.name` values mapped.
     NamespaceSelector,
@@ -280,6 +283,7 @@ impl Rule {
             Rule::Namespace => "x-ferry-namespace",
             Rule::Ref(_) => "x-ferry-ref",
             Rule::Selector => "x-ferry-selector",
+            Rule::PublishedSelector => "x-ferry-selector {over: published}",
             Rule::NamespaceSelector => "x-ferry-namespace-selector",
             Rule::Text => "x-ferry-text",
             Rule::OwnerSuper => "x-ferry-owner: super",
@@ -300,7 +304,7 @@ impl Rule {
         match self {
             Rule::Namespace => "namespace",
             Rule::Ref(_) => "ref",
-            Rule::Selector => "selector",
+            Rule::Selector | Rule::PublishedSelector => "selector",
             Rule::NamespaceSelector => "namespaceSelector",
             Rule::Text => "text",
             Rule::OwnerSuper => "owner: super",
@@ -536,7 +540,36 @@ pub struct Plan {
     pub warnings: Vec<(Location, String)>,
 }
 
+/// How a tenant object's status is written back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusRoute {
+    /// Through the status subresource (the CRD declares one).
+    Subresource,
+    /// With the object (the CRD has a status but no subresource, as Argo CD's Application).
+    Object,
+    /// No CRD tells (a built-in kind, a kind approved without a schema file, an OpenAPI
+    /// document): live, whatever the serving cluster's discovery says; `ferry rbac` grants the
+    /// subresource, which every built-in kind with a status and most CRDs have.
+    Served,
+    /// The CRD has no status at all.
+    None,
+}
+
 impl Plan {
+    /// How status flows up for this kind; `ferry rbac` grants from it, and `ferry run`
+    /// follows discovery, which agrees wherever a CRD is given.
+    pub fn status_route(&self) -> StatusRoute {
+        if self.plural.is_none() {
+            StatusRoute::Served
+        } else if self.has_status_subresource {
+            StatusRoute::Subresource
+        } else if self.known_paths.iter().any(|p| p == "status") {
+            StatusRoute::Object
+        } else {
+            StatusRoute::None
+        }
+    }
+
     /// Whether `path` is a field of this schema: declared, or below a field that preserves
     /// unknown fields.
     pub fn knows(&self, path: &str) -> bool {

@@ -226,7 +226,7 @@ impl<'a> Fields<'a> {
             Rule::Forbid(forbid) if self.way == Way::Down => self.forbid(forbid, value, path),
             Rule::SecretTemplate => self.secret_template(value, path),
             Rule::Keep(_) | Rule::Forbid(_) => Ok(()),
-            Rule::Selector => self.selector(rule, value, path),
+            Rule::Selector | Rule::PublishedSelector => self.selector(rule, value, path),
             Rule::NamespaceSelector => {
                 self.selector(rule, value, path)?;
                 self.selected_namespaces(rule, value, path)

@@ -335,6 +335,7 @@ impl<'a> Guard<'a> {
                     Rule::Namespace => self.namespace(value, path)?,
                     Rule::Text => {}
                     Rule::Selector => self.selector(value, path)?,
+                    Rule::PublishedSelector => self.published_selector(value, path)?,
                     Rule::NamespaceSelector => {
                         self.selector(value, path)?;
                         self.selected_namespaces(value, path)?;

@@ -107,7 +107,7 @@ async fn main() -> Result<()> {
     step(
         1,
         total,
-        "Sample CRDs (schemas/, ferry's annotations stripped) in every cluster",
+        "Sample CRDs (policies/**/schemas/, ferry's annotations stripped) in every cluster",
     );
     progress("installing");
     let mut crds = 0;

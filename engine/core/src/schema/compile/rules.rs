@@ -79,9 +79,15 @@ impl Compiler<'_> {
             ("x-ferry-namespace-selector", Rule::NamespaceSelector),
         ] {
             let Some(v) = ext.get(key) else { continue };
-            if !expect_true(key, v)? {
-                continue;
-            }
+            let rule = match (&rule, v) {
+                (Rule::Selector, Value::Object(_)) => {
+                    selector_over(v).map_err(|message| {
+                        self.annotation_error(&format!("{yaml_path}.{key}.over"), field, message)
+                    })?
+                }
+                _ if !expect_true(key, v)? => continue,
+                _ => rule,
+            };
             need_shape(key, &[Shape::Object])?;
             // A LabelSelector has matchLabels or matchExpressions and nothing else (another
             // field, such as ServiceMonitor's matchNames, would select beside the scope).
@@ -375,10 +381,10 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
             format!("{what}.{key}: {value:?} is under {RESERVED_PREFIX}, whose keys are ferry's"),
         ));
     }
-    if rule.produced && (rule.namespace_field.is_some() || format == RefFormat::NamespacedName) {
+    if rule.produced && format == RefFormat::NamespacedName {
         return Err((
             Some("produced".into()),
-            format!("{what}.produced: what is produced for an object is in the object's own namespace; a produced reference takes no namespaceField or namespacedName"),
+            format!("{what}.produced: a produced reference names its namespace in a namespaceField (mapped like any reference's), not as namespace/name"),
         ));
     }
     if format == RefFormat::NamespacedName
@@ -599,5 +605,23 @@ pub fn parse_forbid(
             reason: reason(other)?,
             unless: Vec::new(),
         }),
+    }
+}
+
+/// The rule of `x-ferry-selector: {over: tenant|published}` (a field rule's `selector: {...}`).
+pub fn selector_over(value: &Value) -> std::result::Result<Rule, String> {
+    let Some(map) = value.as_object() else {
+        return Err(format!("expected true or {{over: tenant|published}}, found {value}"));
+    };
+    if let Some(key) = map.keys().find(|k| *k != "over") {
+        return Err(format!("unknown key {key:?}; the one key is over: tenant|published"));
+    }
+    match map.get("over").and_then(Value::as_str) {
+        Some("tenant") => Ok(Rule::Selector),
+        Some("published") => Ok(Rule::PublishedSelector),
+        _ => Err(format!(
+            "over: expected tenant (the tenant's own objects) or published (the platform's published objects), found {}",
+            map.get("over").map_or("nothing".to_string(), Value::to_string)
+        )),
     }
 }

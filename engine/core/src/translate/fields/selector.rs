@@ -4,7 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::{Fields, Way, NAMESPACE_NAME_LABEL};
-use crate::schema::Annotated;
+use crate::policy::DEFAULT_PUBLIC_LABEL;
+use crate::schema::{Annotated, Rule};
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result, LABEL_TENANT};
 
@@ -15,14 +16,19 @@ impl Fields<'_> {
         value: &mut Value,
         path: &Path<'_>,
     ) -> Result<()> {
-        let tenant = self.names.tenant().as_str().to_string();
+        // The requirement ferry adds: the tenant's label, or (over published objects) the
+        // public label.
+        let (label, wanted) = match rule.rule {
+            Rule::PublishedSelector => (DEFAULT_PUBLIC_LABEL, "true".to_string()),
+            _ => (LABEL_TENANT, self.names.tenant().as_str().to_string()),
+        };
         let selector = match value {
             Value::Null => return Ok(()),
             Value::Object(m) => m,
             other => return Err(not_a_selector(path, other)),
         };
         let match_labels = path.key("matchLabels");
-        let label_path = match_labels.key(LABEL_TENANT);
+        let label_path = match_labels.key(label);
         match self.way {
             Way::Down => {
                 let labels = selector
@@ -34,8 +40,8 @@ impl Fields<'_> {
                         format!("{path}.matchLabels: expected an object"),
                     ));
                 };
-                let before = labels.insert(LABEL_TENANT.into(), Value::String(tenant.clone()));
-                self.record(&label_path, before, Some(Value::String(tenant)), rule);
+                let before = labels.insert(label.into(), Value::String(wanted.clone()));
+                self.record(&label_path, before, Some(Value::String(wanted)), rule);
             }
             Way::Up => {
                 let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else {
@@ -43,8 +49,8 @@ impl Fields<'_> {
                 };
                 // ferry's scope never shows in a tenant, whoever's it is (a public object's
                 // selector may scope to another tenant).
-                if labels.contains_key(LABEL_TENANT) {
-                    let before = labels.remove(LABEL_TENANT);
+                if labels.contains_key(label) {
+                    let before = labels.remove(label);
                     if labels.is_empty() {
                         selector.remove("matchLabels");
                     }
@@ -94,6 +100,9 @@ impl Fields<'_> {
     /// tenant name; a word that is another tenant's super namespace (known live) is redacted.
     /// Words are runs of the characters of a namespace name, so `team-a-shop/orders` and
     /// `in team-a-shop.` are found, and a longer name that merely starts like one is not.
+    /// DNS names and URLs (a token holding a `.` or `://` once surrounding punctuation is
+    /// set aside) are left whole: a host is not a namespace, and a rewritten one would name
+    /// another host.
     pub(super) fn text(
         &mut self,
         rule: &Annotated,
@@ -106,9 +115,38 @@ impl Fields<'_> {
         if self.way == Way::Down {
             return Ok(());
         }
-        let is_word = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
         let mut out = String::with_capacity(text.len());
         let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let space = rest.len() - rest.trim_start().len();
+            out.push_str(&rest[..space]);
+            rest = &rest[space..];
+            let token_len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let token = &rest[..token_len];
+            if is_host_or_url(token) {
+                out.push_str(token);
+            } else {
+                self.text_words(token, &mut out);
+            }
+            rest = &rest[token_len..];
+        }
+        if out != *text {
+            self.record(
+                path,
+                Some(Value::String(text.clone())),
+                Some(Value::String(out.clone())),
+                rule,
+            );
+            *text = out;
+        }
+        Ok(())
+    }
+
+    /// Appends `token` to `out` with its words that are super namespaces unmapped or
+    /// redacted.
+    fn text_words(&mut self, token: &str, out: &mut String) {
+        let is_word = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        let mut rest = token;
         while let Some(start) = rest.find(is_word) {
             out.push_str(&rest[..start]);
             let word_len = rest[start..]
@@ -130,17 +168,17 @@ impl Fields<'_> {
             rest = &rest[start + word_len..];
         }
         out.push_str(rest);
-        if out != *text {
-            self.record(
-                path,
-                Some(Value::String(text.clone())),
-                Some(Value::String(out.clone())),
-                rule,
-            );
-            *text = out;
-        }
-        Ok(())
     }
+}
+
+/// Whether a whitespace-separated token of free text is a DNS name or a URL: it holds `://`,
+/// or a `.` once the punctuation around it (`(`, quotes, a sentence's closing `.`, `,`, `:`)
+/// is set aside.
+fn is_host_or_url(token: &str) -> bool {
+    let core = token
+        .trim_start_matches(['(', '[', '<', '"', '\''])
+        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '>', '"', '\'']);
+    core.contains("://") || core.contains('.')
 }
 
 /// The refusal of a LabelSelector field holding something else than an object.

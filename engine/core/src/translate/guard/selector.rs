@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::{shown, Guard};
 use crate::translate::fields::selector::not_a_selector;
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
+use crate::policy::DEFAULT_PUBLIC_LABEL;
 use crate::translate::path::Path;
 use crate::translate::{
     reserved_namespace_label, Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX,
@@ -31,6 +32,36 @@ impl Guard<'_> {
                     )));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A selector over the platform's objects must require the public label, so that it
+    /// selects only what the platform publishes.
+    pub(super) fn published_selector(&self, value: &Value, path: &Path<'_>) -> Result<()> {
+        let selector = match value {
+            Value::Null => return Ok(()),
+            Value::Object(m) => m,
+            other => return Err(not_a_selector(path, other)),
+        };
+        if let Some(key) = selector
+            .keys()
+            .find(|k| !matches!(k.as_str(), "matchLabels" | "matchExpressions"))
+        {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}.{key}: a scoped LabelSelector holds only matchLabels and matchExpressions"),
+            ));
+        }
+        let found = selector
+            .get("matchLabels")
+            .and_then(|m| m.get(DEFAULT_PUBLIC_LABEL))
+            .and_then(Value::as_str);
+        if found != Some("true") {
+            return Err(self.refuse(format!(
+                "{path}.matchLabels[{DEFAULT_PUBLIC_LABEL:?}]: expected \"true\", found {} (a selector over the platform's objects selects only published ones)",
+                found.map_or("nothing".to_string(), |f| format!("{f:?}"))
+            )));
         }
         Ok(())
     }
