@@ -1,7 +1,8 @@
 //! Developer tasks for ferry (`cargo xtask <task>`, the alias is in `.cargo/config.toml`).
 //!
 //! ```text
-//!  cargo xtask test              fmt + clippy, then unit + golden + sandbox + e2e + faults
+//!  cargo xtask test              fmt + clippy, then unit + golden + sandbox + e2e + faults,
+//!                                then `ferry test policies`
 //!                                (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
@@ -93,6 +94,35 @@ fn cargo(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// `ferry test policies`: every case beside the shipped policies; its `N passed, M failed`.
+fn policy_cases() -> Result<(u64, u64)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "ferry-cli",
+            "--",
+            "test",
+            "policies",
+        ])
+        .current_dir(controlplane::root())
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    let summary = text.lines().rev().find_map(|l| {
+        let (p, rest) = l.split_once(" passed, ")?;
+        let f = rest.strip_suffix(" failed")?;
+        Some((p.parse().ok()?, f.parse().ok()?))
+    });
+    match summary {
+        Some((p, f)) => Ok((p, if out.status.success() { f } else { f.max(1) })),
+        None => Ok((0, 1)),
+    }
+}
+
 /// Every test: the control planes first (the e2e tests need them), then the whole workspace.
 /// Ends with one `summary: N passed, M failed` line over every test binary.
 fn test(extra: &[&str]) -> Result<()> {
@@ -138,6 +168,11 @@ fn test(extra: &[&str]) -> Result<()> {
         }
     }
     let status = child.wait()?;
+    // The policy library's own cases, as a platform team's CI runs them.
+    println!("== ferry test policies");
+    let (p, f) = policy_cases()?;
+    passed += p;
+    failed += f;
     // The image: a static binary in an OCI archive, read back as a runtime would.
     println!("== cargo xtask image --debug");
     match image::build(true).and_then(|path| image::verify(&path)) {

@@ -88,14 +88,14 @@ pub fn run(args: Args) -> Result<u8> {
     };
     let (labels, values): (Vec<String>, Vec<Value>) =
         docs.into_iter().map(|d| (d.label, d.value)).unzip();
-    let results = match ferry_core::offline::translate(&policy, &sandbox, &setting, values, args.explain)
-    {
-        Ok(results) => results,
-        Err(e) => {
-            eprintln!("error: --{e}");
-            return Ok(1);
-        }
-    };
+    let results =
+        match ferry_core::offline::translate(&policy, &sandbox, &setting, values, args.explain) {
+            Ok(results) => results,
+            Err(e) => {
+                eprintln!("error: --{e}");
+                return Ok(1);
+            }
+        };
     let mut refused = 0;
     let mut printed: Vec<(Translated, String)> = Vec::new();
     for (result, label) in results.into_iter().zip(labels) {

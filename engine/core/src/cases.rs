@@ -239,7 +239,8 @@ pub fn run(case: &Case, policy: &Policy, sandbox: &Sandbox) -> Result<Actual, Se
         domains: case.domains.clone(),
     };
     let explain = case.explain.is_some();
-    let results = crate::offline::translate(policy, sandbox, &setting, case.input.clone(), explain)?;
+    let results =
+        crate::offline::translate(policy, sandbox, &setting, case.input.clone(), explain)?;
     let mut actual = Actual::default();
     for result in results {
         match result {
@@ -289,12 +290,20 @@ pub fn compare(case: &Case, actual: &Actual) -> Option<String> {
     let expected_outputs = case.expect.as_deref().unwrap_or(&[]);
     if expected_outputs != actual.outputs.as_slice() {
         out.push_str("expect:\n");
-        out.push_str(&diff::lines(&yaml_of(expected_outputs), &yaml_of(&actual.outputs)));
+        out.push_str(&diff::lines(
+            &yaml_of(expected_outputs),
+            &yaml_of(&actual.outputs),
+        ));
     }
     if let Some(expected) = &case.explain {
         let missing: Vec<&String> = expected
             .iter()
-            .filter(|e| !actual.explain.iter().any(|a| a == *e || a.starts_with(e.as_str())))
+            .filter(|e| {
+                !actual
+                    .explain
+                    .iter()
+                    .any(|a| a == *e || a.starts_with(e.as_str()))
+            })
             .collect();
         if !missing.is_empty() {
             out.push_str("explain: no line starts with\n");

@@ -289,6 +289,14 @@ pub fn map(tenant: &str, name: &str) -> String {
     format!("{}-{hex}", &joined[..cut])
 }
 
+/// The name of the copy of tenant `t`'s object `namespace`/`name` in an operator's fixed
+/// namespace (a resource's `placement`): `map(t, namespace + "-" + name)`. Two objects of one
+/// tenant can share it (`a-b`/`c` and `a`/`b-c`); their ownership annotations tell them
+/// apart, and the second is refused as a conflict.
+pub fn placed(tenant: &str, namespace: &str, name: &str) -> String {
+    map(tenant, &format!("{namespace}-{name}"))
+}
+
 /// Whether `candidate == map(tenant, name)`, without allocating when the name is not hashed.
 pub fn is_map_of(tenant: &str, name: &str, candidate: &str) -> bool {
     if tenant.len() + 1 + name.len() <= MAX_LABEL_LEN {

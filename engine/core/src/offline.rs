@@ -114,7 +114,12 @@ pub fn translate(
     // as live without a `platformNamespaces` list.
     let platform = crate::config::PlatformNamespaces::default();
     let names = NameMap::new(tenant)
-        .with_domains(policy.domains_of(&setting.tenant).iter().chain(&setting.domains))
+        .with_domains(
+            policy
+                .domains_of(&setting.tenant)
+                .iter()
+                .chain(&setting.domains),
+        )
         .with_platform(platform.patterns());
     let namespaces = tenant_namespaces(&inputs, setting, &names);
     let others = OtherTenants(others);

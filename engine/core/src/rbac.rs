@@ -150,7 +150,9 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
                 // kinds and most CRDs), super-owned fields through the object, both by
                 // server-side apply (`patch`).
                 let route = match resource.plan.status_route() {
-                    StatusRoute::Served if !builtin_has_status(group, &resource.group_kind.kind) => {
+                    StatusRoute::Served
+                        if !builtin_has_status(group, &resource.group_kind.kind) =>
+                    {
                         StatusRoute::None
                     }
                     route => route,

@@ -37,25 +37,6 @@ impl Field {
     }
 }
 
-/// Names that end like references but are not (a certificate's `commonName`, a route's
-/// `sectionName`).
-const NOT_REFERENCES: &[&str] = &[
-    "name",
-    "commonName",
-    "serverName",
-    "sectionName",
-    "hostName",
-    "hostname",
-    "displayName",
-    "fullName",
-    "userName",
-    "username",
-    "subjectName",
-    "fileName",
-    "filename",
-    "keyName",
-];
-
 /// The overlay as YAML text.
 pub fn skeleton(crd: &Value) -> Result<String, String> {
     if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
@@ -135,140 +116,30 @@ fn props(schema: &Value) -> Option<&serde_json::Map<String, Value>> {
 /// needs ferry. `vault` is set below a Vault-like field, whose "namespaces" are not
 /// Kubernetes'. The name is passed, not cut from the path: a property name may hold a `.`.
 fn visit(schema: &Value, name: &str, path: &str, vault: bool) -> Option<Field> {
-    let vault = vault || name.to_ascii_lowercase().contains("vault");
-    let description = schema
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let seen = recognise::Seen::new(schema, name, vault);
+    if let Some(field) = recognise::shapes(&seen) {
+        return Some(field);
+    }
     let mut field = Field {
         ty: ty(schema).map(str::to_string),
         ..Field::default()
     };
-    let properties = props(schema);
-    let has = |key: &str| properties.is_some_and(|p| p.contains_key(key));
-    let is_selector =
-        ty(schema) == Some("object") && (has("matchLabels") || has("matchExpressions"));
-    let looks_like_ns = name == "namespace" || name.ends_with("Namespace");
-    if has("name") && has("kind") && (has("group") || has("apiVersion")) {
-        // A reference object: what it points at is in its own fields.
-        let api = if has("group") { "group" } else { "apiVersion" };
-        let mut rule = format!("{{apiVersionField: {api}, kindField: kind");
-        if has("namespace") {
-            rule.push_str(", namespaceField: namespace");
-        }
-        rule.push('}');
-        field.annotations.push(("x-ferry-ref".into(), rule));
-        field.comment = Some(format!(
-            "a reference object: its {api} and kind say what it points at{}; add passthrough: true if it may name kinds the policy does not sync",
-            if has("namespace") { ", its namespace is mapped" } else { "" }
-        ));
-        for key in [api, "kind", "name", "namespace"] {
-            if let Some(p) = properties.and_then(|p| p.get(key)) {
-                field.properties.insert(
-                    key.to_string(),
-                    Field {
-                        ty: ty(p).map(str::to_string),
-                        default: p.get("default").cloned(),
-                        ..Field::default()
-                    },
-                );
-            }
-        }
-        return Some(field);
-    }
-    if ty(schema) == Some("string") && looks_like_ns {
-        // Certain only when the schema says it is a Kubernetes namespace: secret stores
-        // (Vault, Akeyless) have "namespaces" of their own.
-        if vault || !description.contains("kubernetes") {
-            field.comment = Some(if vault || description.contains("vault") {
-                "suggestion: x-ferry-namespace: true, only if it holds a Kubernetes namespace (this looks like a Vault namespace, which is not one)".into()
-            } else {
-                "suggestion: x-ferry-namespace: true, if it holds a Kubernetes namespace (its description does not say so)".into()
-            });
-        } else {
-            field
-                .annotations
-                .push(("x-ferry-namespace".into(), "true".into()));
-            field.comment =
-                Some("a Kubernetes namespace: mapped to the tenant's super namespace".into());
-        }
-        return Some(field);
-    }
-    let items_are_strings = schema.get("items").and_then(ty) == Some("string");
-    if ty(schema) == Some("array")
-        && items_are_strings
-        && name.to_ascii_lowercase().ends_with("namespaces")
-    {
-        field.comment = Some(
-            "suggestion: x-ferry-namespace: true on items, if they hold Kubernetes namespaces (a wildcard such as \"*\" would then be refused)".into(),
-        );
-        field.items = Some(Box::new(Field {
-            ty: Some("string".into()),
-            ..Field::default()
-        }));
-        return Some(field);
-    }
-    if is_selector {
-        field.comment = Some(if name.to_ascii_lowercase().contains("namespace") {
-            "suggestion: x-ferry-namespace-selector: true, if it selects namespaces (scoped to the tenant's)".into()
-        } else {
-            "suggestion: x-ferry-selector: true, if it selects the tenant's own objects (not, for example, a super-side controller's pods)".into()
-        });
-        for key in ["matchLabels", "matchExpressions"] {
-            if let Some(p) = properties.and_then(|p| p.get(key)) {
-                field.properties.insert(
-                    key.to_string(),
-                    Field {
-                        ty: ty(p).map(str::to_string),
-                        ..Field::default()
-                    },
-                );
-            }
-        }
-        return Some(field);
-    }
-    let reference_like = !NOT_REFERENCES.contains(&name)
-        && ((name.ends_with("Ref") && (ty(schema) == Some("string") || has("name")))
-            || (name.ends_with("Name") && ty(schema) == Some("string")));
-    if reference_like {
-        let (api, kind) = guess_kind(name);
-        let namespace = if has("namespace") {
-            ", namespaceField: namespace"
-        } else {
-            ""
-        };
-        field.comment = Some(format!(
-            "suggestion: x-ferry-ref: {{apiVersion: {api}, kind: {}{namespace}}}, if it names a Kubernetes object",
-            scalar(&kind)
-        ));
-        if has("namespace") {
-            field.properties.insert(
-                "namespace".into(),
-                Field {
-                    ty: Some("string".into()),
-                    ..Field::default()
-                },
-            );
-        }
-        return Some(field);
-    }
     if path != "metadata" {
-        for (key, child) in properties.into_iter().flatten() {
+        for (key, child) in props(schema).into_iter().flatten() {
             let child_path = if path.is_empty() {
                 key.clone()
             } else {
                 format!("{path}.{key}")
             };
-            if let Some(f) = visit(child, key, &child_path, vault) {
+            if let Some(f) = visit(child, key, &child_path, seen.vault) {
                 field.properties.insert(key.clone(), f);
             }
         }
         if let Some(items) = schema.get("items") {
-            field.items = visit(items, "", &format!("{path}[*]"), vault).map(Box::new);
+            field.items = visit(items, "", &format!("{path}[*]"), seen.vault).map(Box::new);
         }
         if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
-            field.values = visit(values, "*", &format!("{path}.*"), vault).map(Box::new);
+            field.values = visit(values, "*", &format!("{path}.*"), seen.vault).map(Box::new);
         }
     }
     (!field.is_empty()).then_some(field)
@@ -380,30 +251,6 @@ fn flow(v: &Value) -> String {
     }
 }
 
-/// A starting point for the target of a reference-like field, from its name.
-fn guess_kind(field: &str) -> (&'static str, String) {
-    let stem = field.trim_end_matches("Ref").trim_end_matches("Name");
-    let lower = stem.to_ascii_lowercase();
-    let core = [
-        ("secret", "Secret"),
-        ("configmap", "ConfigMap"),
-        ("serviceaccount", "ServiceAccount"),
-        ("persistentvolumeclaim", "PersistentVolumeClaim"),
-        ("claim", "PersistentVolumeClaim"),
-        ("service", "Service"),
-    ];
-    match core.iter().find(|(suffix, _)| lower.ends_with(suffix)) {
-        Some((_, kind)) => ("v1", kind.to_string()),
-        None => {
-            let mut chars = stem.chars();
-            let kind = chars
-                .next()
-                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default();
-            ("<group/version>", kind)
-        }
-    }
-}
-
+mod recognise;
 #[cfg(test)]
 mod tests;

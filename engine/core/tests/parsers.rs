@@ -152,10 +152,19 @@ fn text() -> impl Strategy<Value = String> {
 fn scratch(dir: &str, name: &str, text: &str) -> PathBuf {
     let dir = root().join("target/fuzz").join(dir);
     for (sub, file) in [
-        ("schemas", "policies/examples/schemas/databases.example.com.yaml"),
-        ("schemas", "policies/library/gateway-api/schemas/gateway.networking.k8s.io.yaml"),
+        (
+            "schemas",
+            "policies/examples/schemas/databases.example.com.yaml",
+        ),
+        (
+            "schemas",
+            "policies/library/gateway-api/schemas/gateway.networking.k8s.io.yaml",
+        ),
         ("transforms", "policies/examples/transforms/db-tier.star"),
-        ("transforms", "policies/library/gateway-api/transforms/gateway-routes.star"),
+        (
+            "transforms",
+            "policies/library/gateway-api/transforms/gateway-routes.star",
+        ),
     ] {
         let target = root().join(file);
         let link = dir.join(sub).join(target.file_name().unwrap());

@@ -48,6 +48,16 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
+    /// A tenant could own the operator namespace a placed kind's copies go to.
+    #[error("{config}: tenant {tenant:?} could own {namespace:?}, where the policy places copies of every tenant's objects (placement.namespace); rename the tenant")]
+    PlacementOwned {
+        /// The configuration file.
+        config: String,
+        /// The tenant.
+        tenant: String,
+        /// The operator's namespace.
+        namespace: String,
+    },
     /// Two entries of `supers` reach the same cluster.
     #[error("{config}: supers {a:?} and {b:?} are the same cluster (their kube-system namespaces have one uid); each super cluster is listed once")]
     SameCluster {
@@ -125,6 +135,17 @@ async fn same_clusters(
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
+    if let Some((tenant, ns)) = config.tenants.iter().find_map(|t| {
+        policy
+            .placement_owned_by(t.name.as_str())
+            .map(|ns| (t.name.as_str(), ns))
+    }) {
+        return Err(Error::PlacementOwned {
+            config: options.config.display().to_string(),
+            tenant: tenant.to_string(),
+            namespace: ns,
+        });
+    }
     let mut supers = Vec::new();
     for s in &config.supers {
         supers.push((

@@ -81,7 +81,9 @@ impl Super {
         let _ = namespaces.set(watched.namespaces.clone());
         Self {
             name: config.name.as_str().into(),
-            writer: Writer::new(clients.requests, &config.name, metrics, leader).fenced(platform),
+            writer: Writer::new(clients.requests, &config.name, metrics, leader)
+                .fenced(platform)
+                .placing(policy),
             caches: watched.caches,
             namespaces: watched.namespaces,
             uid: tokio::sync::OnceCell::new(),

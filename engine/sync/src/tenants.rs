@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::config::Config;
+use ferry_core::config::{Config, TenantConfig};
 use ferry_core::translate::Reason;
 
 use crate::binding;
@@ -303,8 +303,21 @@ pub async fn apply_all(
     config: &Config,
     secrets: Option<&(Arc<SecretTenants>, kube::Client)>,
 ) {
+    let policy = running.shared.policy.clone();
+    let statics: Vec<TenantConfig> = config
+        .tenants
+        .iter()
+        .filter(|t| match policy.placement_owned_by(t.name.as_str()) {
+            Some(ns) => {
+                tracing::error!(tenant = t.name.as_str(), namespace = %ns, "tenant not started: its namespace {:?} would map onto {ns:?}, where the policy places copies of every tenant's objects (placement.namespace); rename the tenant", &ns[t.name.as_str().len() + 1..]);
+                false
+            }
+            None => true,
+        })
+        .cloned()
+        .collect();
     let Some((secrets, client)) = secrets else {
-        let wanted: Vec<Wanted> = config.tenants.iter().map(Wanted::file).collect();
+        let wanted: Vec<Wanted> = statics.iter().map(Wanted::file).collect();
         running.apply(&wanted).await;
         return;
     };
@@ -316,8 +329,9 @@ pub async fn apply_all(
         .collect();
     let owned: Vec<String> = std::iter::once(config.leader_election.namespace.clone())
         .chain(config.tenant_secrets.as_ref().map(|t| t.namespace.clone()))
+        .chain(policy.placement_namespaces())
         .collect();
-    let (wanted, refused) = merge(&config.tenants, secrets, &running_now, &owned);
+    let (wanted, refused) = merge(&statics, secrets, &running_now, &owned);
     running.apply(&wanted).await;
     report(client, &running.identity, secrets, &refused).await;
 }

@@ -89,6 +89,9 @@ pub struct Writer {
     reach: Arc<Mutex<Reach>>,
     /// Namespaces never written (a super's writer: `platformNamespaces`; `write/fence.rs`).
     platform: Option<Arc<ferry_core::config::PlatformNamespaces>>,
+    /// The one exception: the copies of a placed kind (group, kind) in the operator's
+    /// namespace its policy entry names (`placement.namespace`).
+    placed: Arc<[(String, String, String)]>,
 }
 
 /// Whether a cluster answers.
@@ -137,6 +140,7 @@ impl Writer {
             leader,
             reach: Arc::default(),
             platform: None,
+            placed: Arc::new([]),
         }
     }
 

@@ -10,6 +10,7 @@ mod gateway;
 mod isolation;
 mod lifecycle;
 mod names;
+mod operators;
 mod produced;
 mod public;
 mod supers;
@@ -19,6 +20,7 @@ use gateway::*;
 use isolation::*;
 use lifecycle::*;
 use names::*;
+use operators::*;
 use produced::*;
 use public::*;
 use sync::*;
@@ -316,4 +318,7 @@ scenarios!(
     platform_namespaces_untouched,
     namespace_labels_allowed_only,
     names_bound_to_their_cluster,
+    status_without_schema_flows_up,
+    placed_kind_round_trips,
+    produced_for_cluster_scoped,
 );

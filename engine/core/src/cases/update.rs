@@ -10,7 +10,11 @@ const KEYS: [&str; 3] = ["expect", "refused", "explain"];
 /// rewritten.
 pub fn update(file: &CaseFile, actuals: &[Option<Actual>]) -> Result<String, Error> {
     let mut lines: Vec<String> = file.text.lines().map(str::to_string).collect();
-    let starts: Vec<usize> = file.cases.iter().map(|c| c.at.line.saturating_sub(1)).collect();
+    let starts: Vec<usize> = file
+        .cases
+        .iter()
+        .map(|c| c.at.line.saturating_sub(1))
+        .collect();
     // From the last case up, so that edits do not move the cases not yet edited.
     for (i, located) in file.cases.iter().enumerate().rev() {
         let Some(actual) = actuals.get(i).and_then(Option::as_ref) else {
@@ -51,7 +55,11 @@ fn edit_case(lines: &[String], indent: usize, case: &Case, actual: &Actual) -> O
             && KEYS
                 .iter()
                 .any(|k| line[indent..].starts_with(&format!("{k}:")));
-        if j == 0 && KEYS.iter().any(|k| line[indent..].starts_with(&format!("{k}:"))) {
+        if j == 0
+            && KEYS
+                .iter()
+                .any(|k| line[indent..].starts_with(&format!("{k}:")))
+        {
             return None;
         }
         if !key_here {
@@ -87,7 +95,8 @@ fn continues(line: &str, indent: usize) -> bool {
     if content.is_empty() {
         return false;
     }
-    depth > indent || (depth == indent && content.starts_with("- "))
+    depth > indent
+        || (depth == indent && content.starts_with("- "))
         || (depth == indent && content == "-")
 }
 
@@ -102,7 +111,11 @@ fn new_keys(case: &Case, actual: &Actual, indent: usize) -> Vec<String> {
             return;
         }
         out.push(format!("{pad}{name}:"));
-        let inner = if text.starts_with("- ") { pad.clone() } else { format!("{pad}  ") };
+        let inner = if text.starts_with("- ") {
+            pad.clone()
+        } else {
+            format!("{pad}  ")
+        };
         out.extend(text.lines().map(|l| format!("{inner}{l}")));
     };
     let refusals: Vec<ExpectedRefusal> = actual
@@ -110,7 +123,10 @@ fn new_keys(case: &Case, actual: &Actual, indent: usize) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let before = case.refused.as_ref().and_then(|r| r.as_slice().get(i).cloned());
+            let before = case
+                .refused
+                .as_ref()
+                .and_then(|r| r.as_slice().get(i).cloned());
             ExpectedRefusal {
                 reason: a.reason.clone(),
                 field: a.field.clone(),

@@ -302,11 +302,9 @@ fn action(entry: &FieldRuleEntry) -> std::result::Result<Action, (String, String
                     message,
                 )
             }),
-        "selector" if value.is_object() => {
-            crate::schema::compile::selector_over(value)
-                .map(Action::One)
-                .map_err(|message| (format!("{key}.over"), message))
-        }
+        "selector" if value.is_object() => crate::schema::compile::selector_over(value)
+            .map(Action::One)
+            .map_err(|message| (format!("{key}.over"), message)),
         "selector" => expect_true(Rule::Selector),
         "namespaceSelector" => expect_true(Rule::NamespaceSelector),
         "text" => expect_true(Rule::Text),

@@ -107,23 +107,23 @@ fn collect_policy_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// says `kind: SyncPolicy`, so that its syntax error is reported.
 fn is_policy_text(text: &str) -> bool {
     use serde::Deserialize;
-    let says_policy = text
-        .lines()
-        .any(|l| l.trim() == format!("kind: {KIND}") || l.trim() == format!("\"kind\": \"{KIND}\","));
-    says_policy || serde_yaml::Deserializer::from_str(text).any(|doc| {
-        let Ok(value) = serde_yaml::Value::deserialize(doc) else {
-            return false;
-        };
-        let field = |key: &str| value.get(key).and_then(serde_yaml::Value::as_str);
-        match (field("apiVersion"), field("kind")) {
-            (_, Some(KIND)) => true,
-            (Some(api), kind) => {
-                api.starts_with("ferry.dev/")
-                    && !matches!(kind, Some("SyncConfig"))
+    let says_policy = text.lines().any(|l| {
+        l.trim() == format!("kind: {KIND}") || l.trim() == format!("\"kind\": \"{KIND}\",")
+    });
+    says_policy
+        || serde_yaml::Deserializer::from_str(text).any(|doc| {
+            let Ok(value) = serde_yaml::Value::deserialize(doc) else {
+                return false;
+            };
+            let field = |key: &str| value.get(key).and_then(serde_yaml::Value::as_str);
+            match (field("apiVersion"), field("kind")) {
+                (_, Some(KIND)) => true,
+                (Some(api), kind) => {
+                    api.starts_with("ferry.dev/") && !matches!(kind, Some("SyncConfig"))
+                }
+                (None, _) => false,
             }
-            (None, _) => false,
-        }
-    })
+        })
 }
 
 /// Loads with explicit options.
@@ -167,6 +167,7 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
                 (entry.produced && resource.direction == Direction::ToSuper).then(|| Resource {
                     direction: Direction::Produced,
                     dependency: false,
+                    placement: None,
                     ..resource.clone()
                 });
             for resource in std::iter::once(resource).chain(produced) {
@@ -448,8 +449,46 @@ fn load_resource(
         selector,
         annotations,
         both_ways: false,
+        placement: placement(entry, direction, &here)?,
         at: p.positions.at(&format!("spec.resources[{i}]")),
     })
+}
+
+/// A resource's `placement.namespace`, checked: toSuper and namespaced only, a namespace name,
+/// never a system namespace. (That it is no tenant's space is checked against the tenants
+/// of a SyncConfig.)
+fn placement(
+    entry: &super::model::ResourceEntry,
+    direction: Direction,
+    here: &dyn Fn(&str) -> Location,
+) -> Result<Option<String>> {
+    let Some(placement) = &entry.placement else {
+        return Ok(None);
+    };
+    let invalid = |message: String| Error::Invalid {
+        at: here("placement.namespace"),
+        message: format!("placement.namespace: {message}"),
+    };
+    let ns = placement.namespace.as_str();
+    if direction != Direction::ToSuper || entry.produced || entry.dependency {
+        return Err(invalid(
+            "a fixed namespace takes the copies of a toSuper kind's own objects (not fromSuper, produced or dependency kinds)".into(),
+        ));
+    }
+    if entry.scope == Scope::Cluster {
+        return Err(invalid(
+            "a cluster-scoped kind has no namespace to place its copies in".into(),
+        ));
+    }
+    if let Some(why) = crate::naming::dns_label_problem(ns) {
+        return Err(invalid(format!("{ns:?} is not a namespace name: {why}")));
+    }
+    if crate::naming::is_system_namespace(ns) || ns == "default" {
+        return Err(invalid(format!(
+            "{ns:?} is a Kubernetes system namespace, never an operator's to share with tenants"
+        )));
+    }
+    Ok(Some(ns.to_string()))
 }
 
 /// Why a `spec.domains` entry is not a domain template: `{tenant}` a whole label (so that

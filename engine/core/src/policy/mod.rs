@@ -25,6 +25,7 @@ pub use load::{load, LoadOptions};
 pub use model::{Direction, LabelSelector, Scope, SelectorRequirement};
 
 use crate::locate::Location;
+use crate::naming::NameMap;
 use crate::sandbox::script::Hooks;
 use crate::sandbox::Script;
 use crate::schema::Plan;
@@ -130,11 +131,28 @@ pub struct Resource {
     pub annotations: Annotations,
     /// The kind is approved both ways (this entry and another of the other direction).
     pub both_ways: bool,
+    /// The operator's namespace every super copy goes to (`placement.namespace`), instead of
+    /// the tenant's super namespaces.
+    pub placement: Option<String>,
     /// Where the entry is written.
     pub at: Location,
 }
 
 impl Resource {
+    /// Where the copy of the tenant object `namespace`/`name` lives in a super cluster:
+    /// the tenant's super namespace and the same name, or (a placed kind) the operator's
+    /// namespace and `map(tenant, namespace-name)`; a cluster-scoped object is renamed.
+    pub fn super_key(&self, names: &NameMap, namespace: &str, name: &str) -> (String, String) {
+        match (&self.placement, self.scope) {
+            (_, Scope::Cluster) => (String::new(), names.to_super(name)),
+            (Some(fixed), Scope::Namespaced) => (
+                fixed.clone(),
+                crate::naming::placed(names.tenant().as_str(), namespace, name),
+            ),
+            (None, Scope::Namespaced) => (names.to_super(namespace), name.to_string()),
+        }
+    }
+
     /// The version of `api_version`.
     pub fn version(&self) -> &str {
         crate::schema::load::split_api_version(&self.api_version).1
@@ -172,6 +190,27 @@ pub struct Policy {
 pub const TENANT_PLACEHOLDER: &str = "{tenant}";
 
 impl Policy {
+    /// The operator namespaces placed kinds' copies go to (`placement.namespace`).
+    pub fn placement_namespaces(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .resources
+            .iter()
+            .filter_map(|r| r.placement.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The operator namespace a tenant `tenant` could own as one of its super namespaces,
+    /// if any: such a tenant must not run beside this policy.
+    pub fn placement_owned_by(&self, tenant: &str) -> Option<String> {
+        let prefix = format!("{tenant}-");
+        self.placement_namespaces()
+            .into_iter()
+            .find(|ns| ns.starts_with(&prefix))
+    }
+
     /// The DNS domains `spec.domains` gives `tenant`.
     pub fn domains_of(&self, tenant: &str) -> Vec<String> {
         self.domains

@@ -190,6 +190,23 @@ pub struct ResourceEntry {
     /// the kind's field rules map are always allowed.
     #[serde(default)]
     pub annotations: Option<AnnotationsEntry>,
+    /// Where the super copies go (toSuper, Namespaced only): the operator's fixed namespace,
+    /// for operators that act only in their own (Velero). Absent: the tenant's super
+    /// namespaces.
+    #[serde(default)]
+    pub placement: Option<PlacementEntry>,
+}
+
+/// A resource's `placement`: where its super copies go instead of the tenant's super
+/// namespaces.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementEntry {
+    /// The operator's own namespace in the super cluster (`velero`), for operators that act
+    /// only there: a tenant object's copy goes there, named `<tenant>-<namespace>-<name>`
+    /// (hashed past 63 characters), and its status flows back. It must not be any tenant's
+    /// space, a system namespace, or a platform namespace other than the operator's.
+    pub namespace: String,
 }
 
 /// A resource's `annotations`: which tenant annotations its super copies carry.

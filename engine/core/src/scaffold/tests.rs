@@ -56,7 +56,7 @@ fn annotates_only_what_is_certain_and_suggests_the_rest() {
     );
     assert!(out.contains("Vault namespace"), "{out}");
     assert!(
-        out.contains("# suggestion: x-ferry-namespace: true on items"),
+        out.contains("# suggestion: x-ferry-namespace: {empty: refuse} on the list and x-ferry-namespace: true on items"),
         "{out}"
     );
     // Sparse: nothing that ferry does not touch.
@@ -153,4 +153,33 @@ fn hostile_names_and_values_never_become_annotations() {
             "{line:?}"
         );
     }
+}
+
+#[test]
+fn learns_the_reference_shapes_of_real_crds() {
+    let out = skeleton(&crd(
+        "{scaleTargetRef: {type: object, description: 'The target. Kind defaults to Deployment.', properties: {apiVersion: {type: string}, kind: {type: string}, name: {type: string}}}, triggers: {type: array, items: {type: object, properties: {authenticationRef: {type: object, properties: {name: {type: string}, kind: {type: string}}}, secretTargetRef: {type: array, items: {type: object, properties: {parameter: {type: string}, name: {type: string}, key: {type: string}}}}}}}, valuesFrom: {type: array, items: {type: object, properties: {kind: {type: string, enum: [Secret, ConfigMap]}, name: {type: string}, valuesKey: {type: string}}}}, template: {type: object, properties: {imagePullSecrets: {type: array, items: {type: object, properties: {name: {type: string}}}}, volumes: {type: array, items: {type: object, properties: {configMap: {type: object, properties: {name: {type: string}, items: {type: array}}}, secret: {type: object, properties: {secretName: {type: string}}}, projected: {type: object, properties: {sources: {type: array, items: {type: object, properties: {secret: {type: object, properties: {name: {type: string}}}}}}}}}}}}}, serverAddress: {type: string}, hpaName: {type: string}, tokenSecretKeyRef: {type: object, properties: {name: {type: string}, key: {type: string}}}}",
+    ))
+    .unwrap();
+    for expected in [
+        // The default a description gives, as the fixed fallback.
+        "x-ferry-ref: {apiVersionField: apiVersion, kindField: kind, apiVersion: apps/v1, kind: Deployment}",
+        // Flux's valuesFrom: a core kind named by a field.
+        "x-ferry-ref: {apiVersion: v1, kindField: kind}",
+        // Pod-spec shapes.
+        "x-ferry-ref: {apiVersion: v1, kind: ConfigMap}",
+        "x-ferry-ref: {apiVersion: v1, kind: Secret, nameField: secretName}",
+        "x-ferry-ref: {apiVersion: v1, kind: Secret}",
+        // KEDA's secretTargetRef: a list of references to Secrets.
+        "# suggestion: x-ferry-ref: {apiVersion: v1, kind: Secret} on items",
+        // A Secret wherever the word is, an HPA by its short name.
+        "# suggestion: x-ferry-ref: {apiVersion: v1, kind: Secret}, if it names",
+        "# suggestion: x-ferry-ref: {apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler}",
+        // A host or URL may embed a namespace.
+        "# this string may embed a namespace",
+    ] {
+        assert!(out.contains(expected), "{expected} not in {out}");
+    }
+    let doc: Value = serde_yaml::from_str(&out).expect("valid YAML");
+    assert_eq!(doc["kind"], "CustomResourceDefinition");
 }

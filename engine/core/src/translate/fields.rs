@@ -33,6 +33,9 @@ pub struct Fields<'a> {
     namespaces: &'a [String],
     /// Namespaces redacted so far, in order: the n-th is shown as `redacted-<n>`.
     redacted: Vec<(String, String)>,
+    /// The tenant namespace of the object itself (references to a placed kind name their
+    /// target's copy by it).
+    own_namespace: String,
 }
 
 impl<'a> Fields<'a> {
@@ -53,7 +56,14 @@ impl<'a> Fields<'a> {
             published: None,
             namespaces: &[],
             redacted: Vec::new(),
+            own_namespace: String::new(),
         }
+    }
+
+    /// The tenant namespace of the object being translated.
+    pub fn with_own_namespace(mut self, namespace: &str) -> Self {
+        self.own_namespace = namespace.to_string();
+        self
     }
 
     /// What a tenant sees in place of a namespace that is not its own: `redacted-<n>`, numbered

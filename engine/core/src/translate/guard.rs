@@ -201,9 +201,13 @@ impl<'a> Guard<'a> {
                 "metadata.annotations[{ANN_TENANT_NAME:?}]: {tenant_name:?} is not a valid name: {why}"
             )));
         }
-        let name_ok = match resource.scope {
-            Scope::Namespaced => name == tenant_name,
-            Scope::Cluster => is_map_of(tenant, tenant_name, name),
+        let tenant_ns = get_str(annotations, ANN_TENANT_NAMESPACE).unwrap_or("");
+        let name_ok = match (resource.scope, &resource.placement) {
+            (Scope::Namespaced, None) => name == tenant_name,
+            (Scope::Namespaced, Some(_)) => {
+                resource.super_key(self.names, tenant_ns, tenant_name).1 == name
+            }
+            (Scope::Cluster, _) => is_map_of(tenant, tenant_name, name),
         };
         if let Some(why) = dns_subdomain_problem(name) {
             // map() cuts hashed names at 54 characters, which can end a dotted name in '.'.
@@ -219,11 +223,22 @@ impl<'a> Guard<'a> {
         }
         match resource.scope {
             Scope::Namespaced => {
-                let tenant_ns = get_str(annotations, ANN_TENANT_NAMESPACE).unwrap_or("");
                 if let Some(why) = dns_label_problem(tenant_ns) {
                     return Err(self.refuse(format!(
                         "metadata.annotations[{ANN_TENANT_NAMESPACE:?}]: {tenant_ns:?} is not a namespace name: {why}"
                     )));
+                }
+                // A placed kind's copies go to the operator's namespace the policy names,
+                // and nowhere else.
+                if let Some(fixed) = &resource.placement {
+                    if text("namespace") != fixed {
+                        return Err(self.refuse(format!(
+                            "metadata.namespace: {:?} is not {fixed:?}, the namespace {} copies are placed in",
+                            text("namespace"),
+                            resource.group_kind
+                        )));
+                    }
+                    return self.metadata_keys(resource, labels, annotations);
                 }
                 if !is_map_of(tenant, tenant_ns, text("namespace")) {
                     return Err(self.refuse(format!(

@@ -169,64 +169,46 @@ pub fn down(
     let tenant = names.tenant().as_str();
     let mut out = Map::new();
     let name = name.as_str();
-    let super_name = match resource.scope {
-        Scope::Namespaced => name.to_string(),
-        Scope::Cluster => names.to_super(name),
+    let namespace = match resource.scope {
+        Scope::Namespaced => Some(tenant_namespace(&meta)?),
+        Scope::Cluster => None,
     };
+    let (super_ns, super_name) =
+        resource.super_key(names, namespace.as_deref().unwrap_or(""), name);
     if super_name != name {
         record!(
             changes,
             "metadata.name",
             Some(name.into()),
             Some(super_name.clone().into()),
-            "naming: cluster-scoped tenant objects are renamed map(tenant, name)"
+            match resource.placement {
+                Some(_) => "naming: copies in the operator's namespace are named map(tenant, namespace-name)",
+                None => "naming: cluster-scoped tenant objects are renamed map(tenant, name)",
+            }
         );
     }
     out.insert("name".into(), Value::String(super_name));
-    let namespace = match resource.scope {
-        Scope::Namespaced => {
-            let ns = match meta.get("namespace") {
-                None | Some(Value::Null) => DEFAULT_NAMESPACE,
-                Some(Value::String(s)) if s.is_empty() => DEFAULT_NAMESPACE,
-                Some(Value::String(s)) => s.as_str(),
-                Some(other) => {
-                    return Err(Refusal::new(
-                        Reason::Invalid,
-                        format!("metadata.namespace: expected a string, found {other}"),
-                    ))
-                }
+    if namespace.is_some() {
+        record!(
+            changes,
+            "metadata.namespace",
+            meta.get("namespace").cloned(),
+            Some(super_ns.clone().into()),
+            match resource.placement {
+                Some(_) => "naming: placement.namespace (the operator's namespace)",
+                None => "naming: super namespace map(tenant, namespace)",
             }
-            .to_string();
-            if let Some(why) = dns_label_problem(&ns) {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!("metadata.namespace: {ns:?} is not a Kubernetes namespace name: {why}"),
-                ));
-            }
-            let super_ns = names.to_super(&ns);
-            record!(
-                changes,
-                "metadata.namespace",
-                meta.get("namespace").cloned(),
-                Some(super_ns.clone().into()),
-                "naming: super namespace map(tenant, namespace)"
-            );
-            out.insert("namespace".into(), Value::String(super_ns));
-            Some(ns)
-        }
-        Scope::Cluster => {
-            if let Some(ns) = meta.get("namespace") {
-                record!(
-                    changes,
-                    "metadata.namespace",
-                    Some(ns.clone()),
-                    None,
-                    "naming: cluster-scoped objects have no namespace"
-                );
-            }
-            None
-        }
-    };
+        );
+        out.insert("namespace".into(), Value::String(super_ns));
+    } else if let Some(ns) = meta.get("namespace") {
+        record!(
+            changes,
+            "metadata.namespace",
+            Some(ns.clone()),
+            None,
+            "naming: cluster-scoped objects have no namespace"
+        );
+    }
     let mut labels = copy_user_keys(meta.remove("labels"), "labels", &mut changes);
     insert(
         &mut labels,
@@ -294,6 +276,29 @@ pub fn down(
     Ok(())
 }
 
+/// A namespaced tenant object's namespace (`default` when absent, as kubectl reads it),
+/// checked to be a namespace name.
+fn tenant_namespace(meta: &Map<String, Value>) -> Result<String> {
+    let ns = match meta.get("namespace") {
+        None | Some(Value::Null) => DEFAULT_NAMESPACE,
+        Some(Value::String(s)) if s.is_empty() => DEFAULT_NAMESPACE,
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("metadata.namespace: expected a string, found {other}"),
+            ))
+        }
+    };
+    if let Some(why) = dns_label_problem(ns) {
+        return Err(Refusal::new(
+            Reason::Invalid,
+            format!("metadata.namespace: {ns:?} is not a Kubernetes namespace name: {why}"),
+        ));
+    }
+    Ok(ns.to_string())
+}
+
 /// The tenant fragment of a super object of a toSuper kind: apiVersion, kind, the tenant's
 /// name and namespace, status and the super-owned fields, still mapped (the field rules unmap
 /// them next). Refuses an object that is not this tenant's.
@@ -325,7 +330,9 @@ pub fn up(
     }
     let annotations = string_map(meta.get("annotations"));
     let super_name = text(meta, "name").unwrap_or("");
+    let placed = placed_key(resource, names, meta, &annotations)?;
     let name = match (resource.scope, annotations.get(ANN_TENANT_NAME)) {
+        _ if placed.is_some() => placed.clone().map(|(_, n)| n).unwrap_or_default(),
         (Scope::Namespaced, _) => super_name.to_string(),
         (Scope::Cluster, Some(n)) if names.to_super(n) == super_name => n.clone(),
         (Scope::Cluster, _) => names.to_tenant(super_name).ok_or_else(|| {
@@ -351,13 +358,17 @@ pub fn up(
             "metadata.name",
             Some(super_name.into()),
             Some(name.clone().into()),
-            "naming: the tenant name of a renamed cluster-scoped object"
+            match placed {
+                Some(_) => "naming: the tenant name of a copy in the operator's namespace (ferry.dev/tenant-name)",
+                None => "naming: the tenant name of a renamed cluster-scoped object",
+            }
         );
     }
     tenant_meta.insert("name".into(), Value::String(name));
     if resource.scope == Scope::Namespaced {
         let super_ns = text(meta, "namespace").unwrap_or("");
         let ns = match annotations.get(ANN_TENANT_NAMESPACE) {
+            _ if placed.is_some() => placed.map(|(ns, _)| ns).unwrap_or_default(),
             Some(ns) if names.to_super(ns) == super_ns => ns.clone(),
             Some(ns) => {
                 return Err(Refusal::new(
@@ -385,6 +396,40 @@ pub fn up(
     }
     copy_owned(&resource.plan.root, obj, &mut out, "", &mut changes);
     Ok(Value::Object(out))
+}
+
+/// The tenant namespace and name of a copy in the operator's namespace (a resource's
+/// `placement`): its ownership annotations, which must name exactly where it is.
+fn placed_key(
+    resource: &Resource,
+    names: &NameMap,
+    meta: &Map<String, Value>,
+    annotations: &BTreeMap<String, String>,
+) -> Result<Option<(String, String)>> {
+    if resource.placement.is_none() {
+        return Ok(None);
+    }
+    let at = (
+        text(meta, "namespace").unwrap_or("").to_string(),
+        text(meta, "name").unwrap_or("").to_string(),
+    );
+    match (
+        annotations.get(ANN_TENANT_NAMESPACE),
+        annotations.get(ANN_TENANT_NAME),
+    ) {
+        (Some(ns), Some(name)) if resource.super_key(names, ns, name) == at => {
+            Ok(Some((ns.clone(), name.clone())))
+        }
+        _ => Err(Refusal::new(
+            Reason::SyncConflict,
+            format!(
+                "super object {}/{} is not where ferry puts a copy of tenant {}'s object its {ANN_TENANT_NAMESPACE} and {ANN_TENANT_NAME} annotations name",
+                at.0,
+                at.1,
+                names.tenant()
+            ),
+        )),
+    }
 }
 
 /// What [`up`] reads of a super copy of `resource`: its type, metadata, status and

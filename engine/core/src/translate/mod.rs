@@ -221,6 +221,13 @@ impl<'a> Translator<'a> {
         let mut changes = Vec::new();
         metadata::down(&mut out, resource, names, explain.then_some(&mut changes))?;
         let mut references = Vec::new();
+        let own_namespace = out
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(ANN_TENANT_NAMESPACE))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let mut object = Value::Object(out);
         fields::Fields::new(
             self.policy,
@@ -231,6 +238,7 @@ impl<'a> Translator<'a> {
         )
         .with_published(self.published)
         .with_namespaces(self.namespaces)
+        .with_own_namespace(&own_namespace)
         .apply(&resource.plan.root, &mut object, &Path::Root)?;
         Ok((
             resource,
@@ -309,6 +317,11 @@ impl<'a> Translator<'a> {
         };
         // A tenant's fragment and a public copy alike: the tenant's namespaces unmapped,
         // everyone else's redacted.
+        let own_namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         fields::Fields::new(
             self.policy,
             &names,
@@ -318,6 +331,7 @@ impl<'a> Translator<'a> {
         )
         .with_published(self.published)
         .with_namespaces(self.namespaces)
+        .with_own_namespace(&own_namespace)
         .apply(&resource.plan.root, &mut object, &Path::Root)?;
         for script in &resource.transforms {
             object = self.run(

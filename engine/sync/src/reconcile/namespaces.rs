@@ -336,11 +336,17 @@ impl Reconciler<'_> {
             return false;
         };
         let supers = &self.shared.supers;
-        let Some(running) = supers[placed.active].caches[idx].get(super_ns, &object.name) else {
+        // A placed kind's copy is in the operator's namespace, under its placed name.
+        let resource = &self.shared.policy.resources[idx];
+        let (super_ns, name) = match resource.placement {
+            Some(_) => resource.super_key(&self.tenant.names(), &object.namespace, &object.name),
+            None => (super_ns.to_string(), object.name.clone()),
+        };
+        let Some(running) = supers[placed.active].caches[idx].get(&super_ns, &name) else {
             return false;
         };
         !supers[placed.target].caches[idx]
-            .get(super_ns, &object.name)
+            .get(&super_ns, &name)
             .is_some_and(|c| same_copy(object, &running, &c))
     }
 

@@ -33,14 +33,14 @@ impl Reconciler<'_> {
         };
         let namespaced = resource.scope == Scope::Namespaced;
         let names = self.tenant.names();
-        let (super_ns, super_name) = if namespaced {
+        if namespaced {
             self.tenant.learn(&key.namespace);
-            (names.to_super(&key.namespace), key.name.clone())
-        } else {
-            (String::new(), names.to_super(&key.name))
-        };
-        // Any copy in a platform namespace is left alone.
-        if namespaced && self.outside_tenant(key, tenant_cache, &super_ns).await {
+        }
+        let (super_ns, super_name) = resource.super_key(&names, &key.namespace, &key.name);
+        // Any copy in a platform namespace is left alone (a placed kind's go to the
+        // operator's namespace the policy names).
+        let placed_kind = resource.placement.is_some();
+        if namespaced && !placed_kind && self.outside_tenant(key, tenant_cache, &super_ns).await {
             return Ok(Outcome::default());
         }
         // Whether a dependency is referenced: unknown while objects listed at start are still
@@ -210,8 +210,11 @@ impl Reconciler<'_> {
             };
             if namespaced {
                 let marks = placed.map(|p| p.annotations(i, &self.shared.supers));
+                // The tenant's super namespace, also for a placed kind (it records which
+                // super runs the tenant namespace); the operator's namespace is never ferry's.
+                let tenant_super_ns = names.to_super(&key.namespace);
                 match self
-                    .ensure_namespace(i, key, &object, &super_ns, marks)
+                    .ensure_namespace(i, key, &object, &tenant_super_ns, marks)
                     .await
                 {
                     Ok(None) => {}

@@ -80,11 +80,9 @@ impl Compiler<'_> {
         ] {
             let Some(v) = ext.get(key) else { continue };
             let rule = match (&rule, v) {
-                (Rule::Selector, Value::Object(_)) => {
-                    selector_over(v).map_err(|message| {
-                        self.annotation_error(&format!("{yaml_path}.{key}.over"), field, message)
-                    })?
-                }
+                (Rule::Selector, Value::Object(_)) => selector_over(v).map_err(|message| {
+                    self.annotation_error(&format!("{yaml_path}.{key}.over"), field, message)
+                })?,
                 _ if !expect_true(key, v)? => continue,
                 _ => rule,
             };
@@ -611,10 +609,14 @@ pub fn parse_forbid(
 /// The rule of `x-ferry-selector: {over: tenant|published}` (a field rule's `selector: {...}`).
 pub fn selector_over(value: &Value) -> std::result::Result<Rule, String> {
     let Some(map) = value.as_object() else {
-        return Err(format!("expected true or {{over: tenant|published}}, found {value}"));
+        return Err(format!(
+            "expected true or {{over: tenant|published}}, found {value}"
+        ));
     };
     if let Some(key) = map.keys().find(|k| *k != "over") {
-        return Err(format!("unknown key {key:?}; the one key is over: tenant|published"));
+        return Err(format!(
+            "unknown key {key:?}; the one key is over: tenant|published"
+        ));
     }
     match map.get("over").and_then(Value::as_str) {
         Some("tenant") => Ok(Rule::Selector),

@@ -300,6 +300,23 @@ impl Fields<'_> {
             // (an operator may still read it), mapped like any.
             Some(r) if r.direction == Direction::FromSuper => (false, r.scope == Scope::Cluster),
             Some(_) if copy_of_public => (false, false),
+            // A placed kind's copies share the operator's namespace: renamed below, and a
+            // namespace beside the name has no meaning there.
+            Some(r) if r.placement.is_some() => {
+                let named = ns_key
+                    .and_then(|key| fields?.get(key)?.as_str())
+                    .is_some_and(|ns| !ns.is_empty());
+                if named && self.way == Way::Down {
+                    return Err(Refusal::new(
+                        Reason::Invalid,
+                        format!(
+                            "{name_path}: {} copies are placed in the operator's namespace; a reference to one names no namespace",
+                            r.group_kind
+                        ),
+                    ));
+                }
+                (true, false)
+            }
             Some(r) => (r.scope == Scope::Cluster, r.scope == Scope::Namespaced),
             // Passthrough keeps the name, but a namespace still maps: a tenant must never point
             // outside its own namespaces.
@@ -326,9 +343,16 @@ impl Fields<'_> {
         let map_namespace = map_namespace || self.way == Way::Up;
         let mut renamed = None;
         if rename {
-            let new_name = match self.way {
-                Way::Down => Some(self.names.to_super(name)),
-                Way::Up => self.names.to_tenant(name),
+            let placed = approved.is_some_and(|r| r.placement.is_some());
+            let tenant = self.names.tenant().as_str();
+            let new_name = match (self.way, placed) {
+                (Way::Down, true) => Some(crate::naming::placed(tenant, &self.own_namespace, name)),
+                (Way::Up, true) => name
+                    .strip_prefix(&format!("{tenant}-{}-", self.own_namespace))
+                    .filter(|n| crate::naming::placed(tenant, &self.own_namespace, n) == name)
+                    .map(str::to_string),
+                (Way::Down, false) => Some(self.names.to_super(name)),
+                (Way::Up, false) => self.names.to_tenant(name),
             };
             if let Some(new_name) = new_name.filter(|n| n != name) {
                 self.record(

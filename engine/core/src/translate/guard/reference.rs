@@ -175,6 +175,25 @@ impl Guard<'_> {
             ));
         }
         match approved {
+            // Copies of a placed kind share the operator's namespace: a reference names one of
+            // this tenant's (`<tenant>-<namespace>-<name>`), and no namespace.
+            Some(r) if r.placement.is_some() && r.direction == Direction::ToSuper => {
+                if !namespace.is_empty() {
+                    return Err(self.refuse(format!(
+                        "{ns_path}: a reference to {} (placed in the operator's namespace) names no namespace",
+                        r.group_kind
+                    )));
+                }
+                if !self.names.in_tenant_space(name) {
+                    return Err(self.refuse(format!(
+                        "{name_path}: {name:?} is not one of tenant {}'s {} (their copies are named {}-<namespace>-<name>)",
+                        self.names.tenant(),
+                        r.group_kind,
+                        self.names.tenant()
+                    )));
+                }
+                Ok(())
+            }
             Some(r) if r.scope == Scope::Cluster && !self.names.in_tenant_space(name) => {
                 Err(self.refuse(format!(
                     "{name_path}: {name:?} is not one of tenant {}'s {} (cluster-scoped tenant objects are named {}-<name> in the super cluster)",

@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::{shown, Guard};
+use crate::policy::DEFAULT_PUBLIC_LABEL;
 use crate::translate::fields::selector::not_a_selector;
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
-use crate::policy::DEFAULT_PUBLIC_LABEL;
 use crate::translate::path::Path;
 use crate::translate::{
     reserved_namespace_label, Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX,
