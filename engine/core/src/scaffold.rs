@@ -48,10 +48,12 @@ pub fn skeleton(crd: &Value) -> Result<String, String> {
     }
     let text = |pointer: &str| crd.pointer(pointer).and_then(Value::as_str).unwrap_or("");
     let mut out = String::from(
-        "# ferry schema overlay: only the fields ferry rewrites, each with a comment. Review every\n\
-         # x-ferry-* annotation and every suggestion, then name this file in a policy entry\n\
-         # (schema: ...). Annotations: x-ferry-namespace, x-ferry-ref, x-ferry-selector,\n\
-         # x-ferry-namespace-selector, x-ferry-text, x-ferry-owner: super, x-ferry-drop.\n",
+        "# ferry schema overlay: only the fields ferry rewrites, each with a comment (fields left\n\
+         # out pass unchanged). Review every x-ferry-* annotation and every suggestion, then name\n\
+         # this file in a policy entry (schema: ...). Annotations: x-ferry-namespace, x-ferry-ref,\n\
+         # x-ferry-selector, x-ferry-namespace-selector, x-ferry-host, x-ferry-identity,\n\
+         # x-ferry-forbid, x-ferry-secret-template, x-ferry-text, x-ferry-owner: super,\n\
+         # x-ferry-drop (docs/reference/annotations.md; docs/writing-a-policy.md).\n",
     );
     out.push_str("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n");
     out.push_str(&format!(

@@ -138,7 +138,12 @@ pub async fn produced_for_cluster_scoped(identity: Identity) -> Result<()> {
         copy["spec"]["writeConnectionSecretToRef"]["namespace"] == super_ns.as_str(),
         "{copy:#}"
     );
-    // The bucket's controller (the test) writes the connection Secret where the copy says.
+    // ferry made the super namespace the copy names; the bucket's controller (the test)
+    // writes the connection Secret there.
+    Kind::new("v1", "Namespace")
+        .at(&s, "", &super_ns)
+        .until("the named namespace's super namespace", |_| true)
+        .await?;
     create(
         &s,
         json!({"apiVersion": "v1", "kind": "Secret",

@@ -175,6 +175,25 @@ impl Reconciler<'_> {
         if !resource.dependency {
             deps::set(self.shared, self.tenant, key, &translated.references);
         }
+        // A cluster-scoped object's produced references name tenant namespaces where a
+        // super-side controller will write (a composite's connection Secret): their super
+        // namespaces must exist there.
+        let produced_ready = match namespaced {
+            true => true,
+            false => match self
+                .ensure_produced_namespaces(key, &object, &translated.references)
+                .await?
+            {
+                ProducedNamespaces::Ready => true,
+                // Not settled: the patrol looks again once the namespace is known.
+                ProducedNamespaces::Pending => false,
+                ProducedNamespaces::Stop(outcome) => return Ok(outcome),
+            },
+        };
+        let targets = match (targets.is_empty(), namespaced, wanted) {
+            (true, false, true) => placement::hosting(self.shared, self.tenant),
+            _ => targets,
+        };
         let Some(&source) = targets.first() else {
             if namespaced {
                 // No super may take the namespace (every candidate cordoned, or a super not
@@ -289,7 +308,7 @@ impl Reconciler<'_> {
         let copy = versions(left.iter().map(Option::as_deref), &targets);
         // A target that does not serve the kind yet has no copy: not settled, so that the
         // patrol looks again (its first list, empty, reports nothing that would).
-        let settle = complete.then_some(Seen { copy, ..seen });
+        let settle = (complete && produced_ready).then_some(Seen { copy, ..seen });
         let up = self
             .flow_up(key, resource, (&object, &current), settle, &tenant_kind)
             .await?;
@@ -499,4 +518,55 @@ pub(super) fn versions<'a>(
     }
     out.push_str(&format!("{targets:?}"));
     out
+}
+
+impl Reconciler<'_> {
+    /// Creates the super namespaces of the tenant namespaces that `references` name as
+    /// where something is produced (a cluster-scoped referrer's `namespaceField`), where each
+    /// is placed; namespaces gone or going are left alone.
+    async fn ensure_produced_namespaces(
+        &self,
+        key: &Key,
+        object: &Value,
+        references: &[ferry_core::translate::Reference],
+    ) -> Result<ProducedNamespaces> {
+        let names = self.tenant.names();
+        let mut ready = ProducedNamespaces::Ready;
+        for r in references
+            .iter()
+            .filter(|r| r.produced && !r.namespace.is_empty())
+        {
+            let placed = self
+                .tenant
+                .namespace_alive(&r.namespace)
+                .then(|| placement::placed(self.shared, self.tenant, &r.namespace))
+                .flatten();
+            let Some(placed) = placed else {
+                ready = ProducedNamespaces::Pending;
+                continue;
+            };
+            let at = key.sibling(key.kind, &r.namespace, &key.name);
+            let super_ns = names.to_super(&r.namespace);
+            for i in placed.supers() {
+                let marks = Some(placed.annotations(i, &self.shared.supers));
+                if let Some(outcome) = self
+                    .ensure_namespace(i, &at, object, &super_ns, marks)
+                    .await?
+                {
+                    return Ok(ProducedNamespaces::Stop(outcome));
+                }
+            }
+        }
+        Ok(ready)
+    }
+}
+
+/// Whether the super namespaces a cluster-scoped object's produced references need exist.
+enum ProducedNamespaces {
+    /// Each exists (or was created).
+    Ready,
+    /// A tenant namespace named is not known (yet): looked at again by the patrol.
+    Pending,
+    /// A namespace is being deleted or was refused: this reconcile ends so.
+    Stop(Outcome),
 }
