@@ -83,38 +83,9 @@ fn push(out: &mut Vec<Document>, name: &str, value: Value) {
     out.push(Document { label, value });
 }
 
-/// YAML text of a JSON value. Numbers are converted one by one: serde_json is built with
-/// arbitrary precision (Starlark needs it), whose numbers serde_yaml cannot print directly.
-/// A number that is not a 64-bit integer or a finite float is an error, never a string (the
-/// translator refuses such objects before they get here).
+/// YAML text of a JSON value (`ferry_core::yaml`: numbers printed as numbers).
 pub fn to_yaml(value: &Value) -> Result<String> {
-    Ok(serde_yaml::to_string(&yaml_value(value)?)?)
-}
-
-fn yaml_value(value: &Value) -> Result<serde_yaml::Value> {
-    use serde_yaml::Value as Y;
-    Ok(match value {
-        Value::Null => Y::Null,
-        Value::Bool(b) => Y::Bool(*b),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Y::Number(i.into())
-            } else if let Some(u) = n.as_u64() {
-                Y::Number(u.into())
-            } else if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.is_finite()) {
-                Y::Number(f.into())
-            } else {
-                bail!("the number {n} cannot be represented (expected a 64-bit integer or a finite float)")
-            }
-        }
-        Value::String(s) => Y::String(s.clone()),
-        Value::Array(a) => Y::Sequence(a.iter().map(yaml_value).collect::<Result<_>>()?),
-        Value::Object(m) => Y::Mapping(
-            m.iter()
-                .map(|(k, v)| Ok((Y::String(k.clone()), yaml_value(v)?)))
-                .collect::<Result<_>>()?,
-        ),
-    })
+    ferry_core::yaml::to_yaml(value).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Every `ferry …` command in the code blocks of the README and of the user guide's tutorial
-//! runs as written and succeeds.
+//! Every `ferry …` command in the code blocks of the README, the tutorial and the guide to
+//! writing a policy runs as written and succeeds.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +12,11 @@ fn readme_commands_run_as_written() {
 #[test]
 fn tutorial_commands_run_as_written() {
     commands_run_as_written("docs/tutorial.md", 6);
+}
+
+#[test]
+fn guide_commands_run_as_written() {
+    commands_run_as_written("docs/writing-a-policy.md", 4);
 }
 
 fn commands_run_as_written(page: &str, at_least: usize) {

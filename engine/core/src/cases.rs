@@ -260,20 +260,36 @@ pub fn run(case: &Case, policy: &Policy, sandbox: &Sandbox) -> Result<Actual, Se
     Ok(actual)
 }
 
-/// The field a refusal's message names first: the text before its first `": "` when that is a
-/// field path (no spaces outside brackets).
+/// The field a refusal's message names first: its first word (up to `": "` or a space
+/// outside brackets) when that is a field path (`spec.hosts[0]`, `metadata.annotations["a"]`,
+/// `spec.x refers to …`), or the path a transform's guard names after `fail: `.
 pub fn field_of(message: &str) -> Option<String> {
-    let (head, _) = message.split_once(": ")?;
+    let message = match message.split_once(": fail: ") {
+        Some((_, after)) => after,
+        None => message,
+    };
     let mut depth = 0usize;
-    for c in head.chars() {
+    let mut end = message.len();
+    for (i, c) in message.char_indices() {
         match c {
             '[' => depth += 1,
             ']' => depth = depth.saturating_sub(1),
-            c if c.is_whitespace() && depth == 0 => return None,
+            ':' if depth == 0 && message[i..].starts_with(": ") => {
+                end = i;
+                break;
+            }
+            c if c.is_whitespace() && depth == 0 => {
+                end = i;
+                break;
+            }
             _ => {}
         }
     }
-    (!head.is_empty()).then(|| head.to_string())
+    let head = &message[..end];
+    let path_like = head.starts_with(|c: char| c.is_ascii_lowercase() || c == '[')
+        && (head.contains(['.', '[']) || ["spec", "status", "metadata", "data"].contains(&head))
+        && !head.contains("://");
+    path_like.then(|| head.to_string())
 }
 
 /// Compares what ferry did with what the case expects: `None` when they agree, else what
@@ -349,7 +365,36 @@ fn show_actual(a: &ActualRefusal) -> String {
 fn yaml_of(values: &[Value]) -> String {
     values
         .iter()
-        .map(|v| serde_yaml::to_string(v).unwrap_or_default())
+        .map(|v| crate::yaml::to_yaml(v).unwrap_or_else(|e| format!("# {e}\n")))
         .collect::<Vec<_>>()
         .join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field_of;
+
+    #[test]
+    fn the_field_a_refusal_names() {
+        for (message, field) in [
+            ("spec.hosts[0]: \"a.b\" is not under", Some("spec.hosts[0]")),
+            (
+                "metadata.annotations[\"x: y\"]: refused",
+                Some("metadata.annotations[\"x: y\"]"),
+            ),
+            (
+                "spec.secretRef.name refers to Secret \"x\", a kind",
+                Some("spec.secretRef.name"),
+            ),
+            ("spec: expected an object", Some("spec")),
+            (
+                "transform x failed: a.star:3:5: fail: spec.tier: expected",
+                Some("spec.tier"),
+            ),
+            ("transform attack failed: to_super returned data", None),
+            ("the document has no apiVersion and kind", None),
+        ] {
+            assert_eq!(field_of(message).as_deref(), field, "{message}");
+        }
+    }
 }

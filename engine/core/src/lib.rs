@@ -30,3 +30,4 @@ pub mod sandbox;
 pub mod scaffold;
 pub mod schema;
 pub mod translate;
+pub mod yaml;

@@ -129,11 +129,40 @@ pub fn translate(
     }
     Ok(inputs
         .into_iter()
-        .map(|input| match setting.side {
-            Side::Super => translator.to_super(input, &names, explain),
-            Side::Tenant => translator.to_tenant(&input, &names, explain),
+        .map(|input| {
+            let note = explain && setting.side == Side::Tenant && others.0.is_empty() && has_text(policy, &input);
+            let mut result = match setting.side {
+                Side::Super => translator.to_super(input, &names, explain),
+                Side::Tenant => translator.to_tenant(&input, &names, explain),
+            };
+            if let (true, Ok(t)) = (note, result.as_mut()) {
+                t.changes.push(crate::translate::Change {
+                    path: String::new(),
+                    before: None,
+                    after: None,
+                    rule: "offline, free text keeps other tenants' super namespaces; live redacts every one ferry made (name tenants with --other-tenants)".into(),
+                });
+            }
+            result
         })
         .collect())
+}
+
+/// Whether `object`'s kind has free text (`x-ferry-text`) that live would also redact.
+fn has_text(policy: &Policy, object: &Value) -> bool {
+    let api = object["apiVersion"].as_str().unwrap_or("");
+    let kind = object["kind"].as_str().unwrap_or("");
+    let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+    policy
+        .resources
+        .iter()
+        .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind)
+        .any(|r| {
+            r.plan
+                .rules()
+                .iter()
+                .any(|(_, a)| matches!(a.rule, crate::schema::Rule::Text))
+        })
 }
 
 /// Offline, the tenant's namespaces are those of the input (unmapped when it is a super

@@ -104,8 +104,8 @@ fn continues(line: &str, indent: usize) -> bool {
 fn new_keys(case: &Case, actual: &Actual, indent: usize) -> Vec<String> {
     let pad = " ".repeat(indent);
     let mut out = Vec::new();
-    let mut key = |name: &str, value: &dyn erased::Yaml| {
-        let text = value.yaml();
+    let mut key = |name: &str, value: serde_json::Value| {
+        let text = crate::yaml::to_yaml(&value).unwrap_or_default();
         if text.trim() == "[]" || text.trim() == "{}" {
             out.push(format!("{pad}{name}: {}", text.trim()));
             return;
@@ -137,16 +137,16 @@ fn new_keys(case: &Case, actual: &Actual, indent: usize) -> Vec<String> {
         })
         .collect();
     if !actual.outputs.is_empty() || refusals.is_empty() {
-        key("expect", &actual.outputs);
+        key("expect", serde_json::Value::Array(actual.outputs.clone()));
     }
     match refusals.len() {
         0 => {}
-        1 => key("refused", &Refusals::One(refusals[0].clone())),
-        _ => key("refused", &Refusals::Many(refusals)),
+        1 => key("refused", json(&Refusals::One(refusals[0].clone()))),
+        _ => key("refused", json(&Refusals::Many(refusals))),
     }
     if case.explain.is_some() {
         let lines: Vec<String> = actual.explain.iter().map(|l| without_rule(l)).collect();
-        key("explain", &lines);
+        key("explain", json(&lines));
     }
     out
 }
@@ -160,16 +160,7 @@ fn without_rule(line: &str) -> String {
     }
 }
 
-/// Serialising values of several types through one closure.
-mod erased {
-    /// A value written as YAML.
-    pub trait Yaml {
-        fn yaml(&self) -> String;
-    }
-
-    impl<T: serde::Serialize> Yaml for T {
-        fn yaml(&self) -> String {
-            serde_yaml::to_string(self).unwrap_or_default()
-        }
-    }
+/// A serialisable value as JSON (what `--update` writes is YAML made from it).
+fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
 }

@@ -47,7 +47,7 @@ struct Parsed {
 
 /// The policy files `path` names: itself, or every `kind: SyncPolicy` file in the tree below
 /// it (other YAML, such as schema overlays and `ferry test` cases, is skipped; so are hidden
-/// directories and symbolic links to directories).
+/// directories; a link to a directory is followed once).
 pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::Read {
         at: Location::file(path),
@@ -57,7 +57,8 @@ pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut files = Vec::new();
-    collect_policy_files(path, &mut files)?;
+    let mut visited = std::collections::BTreeSet::new();
+    collect_policy_files(path, &mut files, &mut visited)?;
     if files.is_empty() {
         return Err(Error::Invalid {
             at: Location::file(path),
@@ -67,12 +68,21 @@ pub fn policy_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Appends the policy files of `dir` and its subdirectories to `out`, in name order.
-fn collect_policy_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// Appends the policy files of `dir` and its subdirectories to `out`, in name order;
+/// `visited` holds the directories read (by their real path), so that links loop nowhere.
+fn collect_policy_files(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    visited: &mut std::collections::BTreeSet<PathBuf>,
+) -> Result<()> {
     let read_error = |at: &Path, e: std::io::Error| Error::Read {
         at: Location::file(at),
         message: e.to_string(),
     };
+    let real = dir.canonicalize().map_err(|e| read_error(dir, e))?;
+    if !visited.insert(real) {
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| read_error(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -84,9 +94,8 @@ fn collect_policy_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         .collect();
     entries.sort();
     for entry in entries {
-        let link = std::fs::symlink_metadata(&entry).map_err(|e| read_error(&entry, e))?;
-        if link.is_dir() {
-            collect_policy_files(&entry, out)?;
+        if entry.is_dir() {
+            collect_policy_files(&entry, out, visited)?;
         } else if matches!(
             entry.extension().and_then(|e| e.to_str()),
             Some("yaml" | "yml")

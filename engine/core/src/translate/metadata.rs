@@ -386,7 +386,10 @@ pub fn up(
             "metadata.namespace",
             Some(super_ns.into()),
             Some(ns.clone().into()),
-            "naming: the tenant namespace of the super namespace"
+            match resource.placement {
+                Some(_) => "naming: the tenant namespace of a copy in the operator's namespace (ferry.dev/tenant-namespace)",
+                None => "naming: the tenant namespace of the super namespace",
+            }
         );
         tenant_meta.insert("namespace".into(), Value::String(ns));
     }
