@@ -81,7 +81,9 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
             }
         }
         let schema = !resource.plan.file.is_empty();
-        let unknown = unknown_field_rules(&resource.plan, |p| !schema || resource.plan.knows(p));
+        let unknown = unknown_field_rules(&resource.plan, |p| {
+            !schema || resource.plan.knows(&any_element(p))
+        });
         for (at, jsonpath) in unknown {
             out.push(Finding {
                 at,
@@ -104,6 +106,37 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// `path` with each keyed element (`[?@.name=='x']`) read as any element (`[*]`), as the
+/// schema knows its fields.
+fn any_element(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.contains("[?") {
+        return path.into();
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(start) = rest.find("[?") {
+        out.push_str(&rest[..start]);
+        // The filter ends at the first `]` outside a quoted literal.
+        let mut quote = None;
+        let mut end = rest.len();
+        for (i, c) in rest[start..].char_indices() {
+            match (quote, c) {
+                (None, '\'' | '"') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, ']') => {
+                    end = start + i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push_str("[*]");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out.into()
 }
 
 /// The field rules of `plan` none of whose paths `knows`, as
@@ -132,4 +165,16 @@ pub fn unknown_field_rules(
         .filter(|(_, _, known)| !known)
         .map(|(at, jsonpath, _)| (at, jsonpath))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keyed_elements_are_any_element() {
+        assert_eq!(
+            super::any_element("spec.when[?@.key=='a]b'].values[*]"),
+            "spec.when[*].values[*]"
+        );
+        assert_eq!(super::any_element("spec.x"), "spec.x");
+    }
 }

@@ -130,11 +130,25 @@ pub fn translate(
     Ok(inputs
         .into_iter()
         .map(|input| {
-            let note = explain && setting.side == Side::Tenant && others.0.is_empty() && has_text(policy, &input);
+            let note = explain
+                && setting.side == Side::Tenant
+                && others.0.is_empty()
+                && has_text(policy, &input);
+            let dependency = explain
+                && setting.side == Side::Super
+                && kind_of(policy, &input).any(|r| r.dependency);
             let mut result = match setting.side {
                 Side::Super => translator.to_super(input, &names, explain),
                 Side::Tenant => translator.to_tenant(&input, &names, explain),
             };
+            if let (true, Some(t)) = (dependency, result.as_mut().ok()) {
+                t.changes.push(crate::translate::Change {
+                    path: String::new(),
+                    before: None,
+                    after: None,
+                    rule: "a dependency: live, it crosses only while a synced object names it".into(),
+                });
+            }
             if let (true, Ok(t)) = (note, result.as_mut()) {
                 t.changes.push(crate::translate::Change {
                     path: String::new(),
@@ -148,21 +162,27 @@ pub fn translate(
         .collect())
 }
 
+/// The policy entries of `object`'s kind.
+fn kind_of<'p>(
+    policy: &'p Policy,
+    object: &Value,
+) -> impl Iterator<Item = &'p crate::policy::Resource> {
+    let api = object["apiVersion"].as_str().unwrap_or("").to_string();
+    let kind = object["kind"].as_str().unwrap_or("").to_string();
+    policy.resources.iter().filter(move |r| {
+        let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+        r.group_kind.group == group && r.group_kind.kind == kind
+    })
+}
+
 /// Whether `object`'s kind has free text (`x-ferry-text`) that live would also redact.
 fn has_text(policy: &Policy, object: &Value) -> bool {
-    let api = object["apiVersion"].as_str().unwrap_or("");
-    let kind = object["kind"].as_str().unwrap_or("");
-    let group = api.rsplit_once('/').map_or("", |(g, _)| g);
-    policy
-        .resources
-        .iter()
-        .filter(|r| r.group_kind.group == group && r.group_kind.kind == kind)
-        .any(|r| {
-            r.plan
-                .rules()
-                .iter()
-                .any(|(_, a)| matches!(a.rule, crate::schema::Rule::Text))
-        })
+    kind_of(policy, object).any(|r| {
+        r.plan
+            .rules()
+            .iter()
+            .any(|(_, a)| matches!(a.rule, crate::schema::Rule::Text))
+    })
 }
 
 /// Offline, the tenant's namespaces are those of the input (unmapped when it is a super

@@ -203,6 +203,15 @@ fn pod_reference(seen: &Seen<'_>) -> Option<Field> {
         }
         "secretRef" if seen.has("name") && seen.has("optional") => ("Secret", "name"),
         "persistentVolumeClaim" if seen.has("claimName") => ("PersistentVolumeClaim", "claimName"),
+        // A key selector, whatever its field's name: `{name, key}` whose description says
+        // which kind (Kubernetes' SecretKeySelector, ConfigMapKeySelector).
+        _ if key_selector(seen) => {
+            if seen.description.contains("configmap") || seen.description.contains("config map") {
+                ("ConfigMap", "name")
+            } else {
+                ("Secret", "name")
+            }
+        }
         _ => return None,
     };
     let mut field = seen.field();
@@ -216,6 +225,19 @@ fn pod_reference(seen: &Seen<'_>) -> Option<Field> {
     ));
     seen.keep(&mut field, name_field);
     Some(field)
+}
+
+/// `{name, key[, optional]}` described as selecting a key of a Secret or a ConfigMap.
+fn key_selector(seen: &Seen<'_>) -> bool {
+    let only = seen.properties.is_some_and(|p| {
+        p.keys()
+            .all(|k| matches!(k.as_str(), "name" | "key" | "optional"))
+    });
+    let says = ["secret", "configmap", "config map"]
+        .iter()
+        .any(|w| seen.description.contains(w))
+        && seen.description.contains("key");
+    seen.has("name") && seen.has("key") && only && says
 }
 
 /// A string named `namespace` or `*Namespace`: certain only when the schema says it is a
