@@ -198,9 +198,14 @@ fn tenant_namespaces(inputs: &[Value], setting: &Setting, names: &NameMap) -> Ve
         let Some(ns) = input.pointer("/metadata/namespace").and_then(Value::as_str) else {
             continue;
         };
+        // A copy in an operator's namespace (`placement`) names its tenant namespace in
+        // ferry's annotation.
+        let placed = input
+            .pointer("/metadata/annotations/ferry.dev~1tenant-namespace")
+            .and_then(Value::as_str);
         let ns = match setting.side {
             Side::Super => Some(ns.to_string()),
-            Side::Tenant => names.to_tenant(ns),
+            Side::Tenant => names.to_tenant(ns).or(placed.map(str::to_string)),
         };
         out.extend(ns.filter(|n| !n.is_empty()));
     }

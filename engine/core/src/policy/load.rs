@@ -119,21 +119,32 @@ fn is_policy_text(text: &str) -> bool {
     let says_policy = text.lines().any(|l| {
         l.trim() == format!("kind: {KIND}") || l.trim() == format!("\"kind\": \"{KIND}\",")
     });
-    says_policy
-        || serde_yaml::Deserializer::from_str(text).any(|doc| {
-            let Ok(value) = serde_yaml::Value::deserialize(doc) else {
-                return false;
-            };
-            let field = |key: &str| value.get(key).and_then(serde_yaml::Value::as_str);
-            match (field("apiVersion"), field("kind")) {
-                (_, Some(KIND)) => true,
-                (Some(api), kind) => {
-                    api.starts_with("ferry.dev/") && !matches!(kind, Some("SyncConfig"))
-                }
-                (None, _) => false,
+    if says_policy {
+        return true;
+    }
+    // serde_yaml's documents go on failing after a syntax error: stop at the first.
+    for doc in serde_yaml::Deserializer::from_str(text).take(MAX_DOCUMENTS) {
+        let Ok(value) = serde_yaml::Value::deserialize(doc) else {
+            return false;
+        };
+        let field = |key: &str| value.get(key).and_then(serde_yaml::Value::as_str);
+        let policy = match (field("apiVersion"), field("kind")) {
+            (_, Some(KIND)) => true,
+            (Some(api), kind) => {
+                api.starts_with("ferry.dev/") && !matches!(kind, Some("SyncConfig"))
             }
-        })
+            (None, _) => false,
+        };
+        if policy {
+            return true;
+        }
+    }
+    false
 }
+
+/// How many documents of a file in a policy tree are looked at to tell whether it is a
+/// policy (a policy file holds one).
+const MAX_DOCUMENTS: usize = 1000;
 
 /// Loads with explicit options.
 pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
@@ -566,6 +577,18 @@ fn transforms(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broken_yaml_file_is_not_read_forever() {
+        assert!(!is_policy_text("a:\n    XX\n    b: c\n"));
+        assert!(!is_policy_text("---\n- [\n"));
+        assert!(is_policy_text(
+            "x: 1\n---\napiVersion: ferry.dev/v1alpha1\nkind: SyncPolicy\n"
+        ));
+        assert!(!is_policy_text(
+            "apiVersion: ferry.dev/v1alpha1\nkind: SyncConfig\n"
+        ));
+    }
 
     #[test]
     fn versions() {

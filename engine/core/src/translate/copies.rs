@@ -7,13 +7,14 @@ use serde_json::{Map, Value};
 
 use super::{metadata, Change, Reason, Refusal, Result, ANN_PRODUCED_FOR};
 use crate::naming::NameMap;
+use crate::policy::Policy;
 
 /// The copy of `obj` (in one of the tenant's super namespaces) for the tenant `names` maps;
 /// `producer` is what it was produced for (`<group>/<Kind>/<name>`), else read from the
 /// object's controller ownerReference.
 pub fn produced(
     obj: &Map<String, Value>,
-    names: &NameMap,
+    (names, policy): (&NameMap, &Policy),
     producer: Option<&str>,
     mut changes: Option<&mut Vec<Change>>,
 ) -> Result<Map<String, Value>> {
@@ -28,7 +29,7 @@ pub fn produced(
         ));
     };
     let mut out = metadata::from_super(obj, changes.as_deref_mut());
-    let owner = controller(obj);
+    let owner = controller(obj, names, policy);
     let producer = producer.map(str::to_string).or(owner);
     let meta = out
         .get_mut("metadata")
@@ -76,15 +77,23 @@ pub fn produced(
     Ok(out)
 }
 
-/// `<group>/<Kind>/<name>` of the object's controller ownerReference.
-fn controller(obj: &Map<String, Value>) -> Option<String> {
+/// `<group>/<Kind>/<name>` of the object's controller ownerReference, the name the tenant's
+/// (a cluster-scoped owner's copy is renamed `<tenant>-<name>`).
+fn controller(obj: &Map<String, Value>, names: &NameMap, policy: &Policy) -> Option<String> {
     let owners = obj.get("metadata")?.get("ownerReferences")?.as_array()?;
     let owner = owners
         .iter()
         .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))?;
     let text = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
     let group = crate::schema::load::group_of(text("apiVersion"));
-    Some(format!("{group}/{}/{}", text("kind"), text("name")))
+    let renamed = policy
+        .resource(group, text("kind"))
+        .is_some_and(|r| r.scope == crate::policy::Scope::Cluster);
+    let name = match renamed {
+        true => names.to_tenant(text("name"))?,
+        false => text("name").to_string(),
+    };
+    Some(format!("{group}/{}/{name}", text("kind")))
 }
 
 /// A public CustomResourceDefinition as a tenant gets it: conversion `None` (the super's

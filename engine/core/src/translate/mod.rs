@@ -310,7 +310,7 @@ impl<'a> Translator<'a> {
             }
             Direction::Produced => Value::Object(copies::produced(
                 input,
-                &names,
+                (&names, self.policy),
                 self.producer,
                 explain.then_some(&mut changes),
             )?),
