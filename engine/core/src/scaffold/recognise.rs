@@ -119,7 +119,16 @@ fn reference_object(seen: &Seen<'_>) -> Option<Field> {
         rule.push_str(", namespaceField: namespace");
     }
     let mut field = seen.field();
+    // A schema default is taken when the field is absent; only a default the prose gives
+    // needs writing down.
+    let schema_default = seen
+        .properties
+        .and_then(|p| p.get("kind"))
+        .is_some_and(|k| k.get("default").is_some());
     let fallback = match (&api_default, &kind_default) {
+        (_, Some(kind)) if schema_default => {
+            format!("; an absent kind is its schema default ({kind})")
+        }
         (Some(api_version), Some(kind)) if api == "apiVersion" => {
             rule.push_str(&format!(", apiVersion: {}, kind: {}", scalar(api_version), scalar(kind)));
             format!("; when kind is left empty it is {kind} ({api_version}), as the CRD says")
