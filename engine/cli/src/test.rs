@@ -114,6 +114,13 @@ fn run_file(
         }
     }
     if rewrites.iter().any(Option::is_some) {
+        // Only the case file itself is rewritten, never what a link points at.
+        if std::fs::symlink_metadata(file)?.file_type().is_symlink() {
+            anyhow::bail!(
+                "{}: a link; --update rewrites only regular case files",
+                file.display()
+            );
+        }
         let text = cases::update(&loaded, &rewrites)?;
         std::fs::write(file, text)?;
     }
@@ -121,17 +128,35 @@ fn run_file(
 }
 
 /// The case files below `path`: `path` itself when it is a file, else every `*.yaml` in a
-/// directory named `tests` in the tree (hidden directories skipped), in name order.
+/// directory named `tests` in the tree (or `path` itself when it is one; hidden directories
+/// skipped, a link to a directory followed once), in name order.
 fn case_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if !std::fs::metadata(path)?.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut out = Vec::new();
-    walk(path, false, &mut out)?;
+    let tests = path
+        .canonicalize()?
+        .file_name()
+        .is_some_and(|n| n == "tests");
+    walk(
+        path,
+        tests,
+        &mut out,
+        &mut std::collections::BTreeSet::new(),
+    )?;
     Ok(out)
 }
 
-fn walk(dir: &Path, in_tests: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn walk(
+    dir: &Path,
+    in_tests: bool,
+    out: &mut Vec<PathBuf>,
+    visited: &mut std::collections::BTreeSet<PathBuf>,
+) -> std::io::Result<()> {
+    if !visited.insert(dir.canonicalize()?) {
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -142,10 +167,9 @@ fn walk(dir: &Path, in_tests: bool, out: &mut Vec<PathBuf>) -> std::io::Result<(
         .collect();
     entries.sort();
     for entry in entries {
-        let meta = std::fs::symlink_metadata(&entry)?;
-        if meta.is_dir() {
+        if entry.is_dir() {
             let tests = entry.file_name().is_some_and(|n| n == "tests");
-            walk(&entry, tests, out)?;
+            walk(&entry, tests, out, visited)?;
         } else if in_tests
             && matches!(
                 entry.extension().and_then(|e| e.to_str()),

@@ -154,7 +154,7 @@ pub struct CaseFile {
 /// Reads a case file strictly: a syntax error, an unknown field or a missing one names its
 /// line and column.
 pub fn load(path: &Path) -> Result<CaseFile, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error {
+    let text = crate::locate::read_text(path).map_err(|e| Error {
         at: Location::file(path),
         message: e.to_string(),
     })?;

@@ -81,9 +81,7 @@ pub fn warnings(policy: &Policy) -> Vec<Finding> {
             }
         }
         let schema = !resource.plan.file.is_empty();
-        let unknown = unknown_field_rules(&resource.plan, |p| {
-            !schema || resource.plan.knows(&any_element(p))
-        });
+        let unknown = unknown_field_rules(&resource.plan, |p| !schema || resource.plan.knows(p));
         for (at, jsonpath) in unknown {
             out.push(Finding {
                 at,
@@ -154,7 +152,7 @@ pub fn unknown_field_rules(
             continue;
         }
         let at = annotated.origin.to_string();
-        let known = knows(&path);
+        let known = knows(&any_element(&path));
         match verdicts.iter_mut().find(|(a, _, _)| *a == at) {
             Some(entry) => entry.2 |= known,
             None => verdicts.push((at, jsonpath.clone(), known)),

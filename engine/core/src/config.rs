@@ -225,7 +225,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 
 /// Loads and validates `path`.
 pub fn load(path: &Path) -> Result<Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error {
+    let text = crate::locate::read_text(path).map_err(|e| Error {
         at: Location::file(path),
         message: format!("cannot read: {e}"),
     })?;

@@ -295,6 +295,37 @@ impl MarkedEventReceiver for Walker {
     }
 }
 
+/// The largest file ferry reads as a policy, schema, transform or test file.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// The bytes of a regular file of at most [`MAX_FILE_BYTES`]: a FIFO, a device or a
+/// directory (which would block or never end) is refused with a message saying so.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a pipe, a device or a directory is never read)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The text of a regular file ([`read_file`]), which must be UTF-8.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_file(path)?).map_err(|_| std::io::Error::other("not UTF-8 text"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,21 @@ pub fn translate(
         }
         others.push(t);
     }
+    if let Some(ns) = policy.placement_owned_by(tenant.as_str()) {
+        return Err(SettingError {
+            option: "tenant",
+            value: Some(setting.tenant.clone()),
+            why: format!("one of its namespaces would map onto {ns:?}, where the policy places copies of every tenant's objects (ferry run refuses such a tenant)"),
+        });
+    }
+    let everyone: Vec<&Tenant> = std::iter::once(&tenant).chain(&others).collect();
+    if let Err(e) = crate::naming::check_tenant_set(everyone) {
+        return Err(SettingError {
+            option: "other-tenants",
+            value: None,
+            why: e.to_string(),
+        });
+    }
     // Offline there is no SyncConfig: the platform's namespaces are the documented defaults,
     // as live without a `platformNamespaces` list.
     let platform = crate::config::PlatformNamespaces::default();

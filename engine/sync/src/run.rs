@@ -48,8 +48,9 @@ pub enum Error {
     /// Signal handling could not be set up.
     #[error("signals: {0}")]
     Signals(std::io::Error),
-    /// A tenant could own the operator namespace a placed kind's copies go to.
-    #[error("{config}: tenant {tenant:?} could own {namespace:?}, where the policy places copies of every tenant's objects (placement.namespace); rename the tenant")]
+    /// A tenant (or ferry itself) could own the operator namespace a placed kind's copies go
+    /// to.
+    #[error("{config}: {tenant:?} could own {namespace:?}, where the policy places copies of every tenant's objects (placement.namespace): ferry's own namespaces and every tenant's are never an operator's")]
     PlacementOwned {
         /// The configuration file.
         config: String,
@@ -135,6 +136,20 @@ async fn same_clusters(
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
+    let own: Vec<&str> = std::iter::once(config.leader_election.namespace.as_str())
+        .chain(config.tenant_secrets.as_ref().map(|t| t.namespace.as_str()))
+        .collect();
+    if let Some(ns) = policy
+        .placement_namespaces()
+        .into_iter()
+        .find(|ns| own.contains(&ns.as_str()))
+    {
+        return Err(Error::PlacementOwned {
+            config: options.config.display().to_string(),
+            tenant: "ferry".into(),
+            namespace: ns,
+        });
+    }
     if let Some((tenant, ns)) = config.tenants.iter().find_map(|t| {
         policy
             .placement_owned_by(t.name.as_str())

@@ -42,7 +42,21 @@ pub fn update(file: &CaseFile, actuals: &[Option<Actual>]) -> Result<String, Err
 /// written in block style.
 fn edit_case(lines: &[String], indent: usize, case: &Case, actual: &Actual) -> Option<Vec<String>> {
     let first = lines.first()?;
-    if first.len() < indent || !first[..indent].trim_start().starts_with('-') && indent > 0 {
+    // Byte offsets: a line whose first `indent` bytes are not all ASCII has no key there.
+    fn head(line: &str, indent: usize) -> Option<&str> {
+        line.get(..indent)
+    }
+    fn tail(line: &str, indent: usize) -> &str {
+        line.get(indent..).unwrap_or("")
+    }
+    if indent > 0 && !head(first, indent)?.trim_start().starts_with('-') {
+        return None;
+    }
+    let is_key = |line: &str| {
+        KEYS.iter()
+            .any(|k| tail(line, indent).starts_with(&format!("{k}:")))
+    };
+    if is_key(first) {
         return None;
     }
     let mut kept: Vec<String> = Vec::new();
@@ -51,17 +65,8 @@ fn edit_case(lines: &[String], indent: usize, case: &Case, actual: &Actual) -> O
         let line = &lines[j];
         let key_here = j > 0
             && line.len() > indent
-            && line[..indent].trim().is_empty()
-            && KEYS
-                .iter()
-                .any(|k| line[indent..].starts_with(&format!("{k}:")));
-        if j == 0
-            && KEYS
-                .iter()
-                .any(|k| line[indent..].starts_with(&format!("{k}:")))
-        {
-            return None;
-        }
+            && head(line, indent).is_some_and(|h| h.trim().is_empty())
+            && is_key(line);
         if !key_here {
             kept.push(line.clone());
             j += 1;

@@ -94,6 +94,10 @@ fn collect_policy_files(
         .collect();
     entries.sort();
     for entry in entries {
+        // Test cases live in `tests/`: never a policy, whatever their inputs say.
+        if entry.is_dir() && entry.file_name().is_some_and(|n| n == "tests") {
+            continue;
+        }
         if entry.is_dir() {
             collect_policy_files(&entry, out, visited)?;
         } else if matches!(
@@ -101,7 +105,7 @@ fn collect_policy_files(
             Some("yaml" | "yml")
         ) && entry.is_file()
         {
-            let text = std::fs::read_to_string(&entry).map_err(|e| read_error(&entry, e))?;
+            let text = crate::locate::read_text(&entry).map_err(|e| read_error(&entry, e))?;
             if is_policy_text(&text) {
                 out.push(entry);
             }
@@ -243,7 +247,7 @@ pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Policy> {
 }
 
 fn parse_file(file: &Path) -> Result<Parsed> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::Read {
+    let text = crate::locate::read_text(file).map_err(|e| Error::Read {
         at: Location::file(file),
         message: e.to_string(),
     })?;

@@ -34,7 +34,7 @@ impl PinChange {
 pub fn pin(path: &Path) -> Result<Vec<PinChange>> {
     let mut changes = Vec::new();
     for file in policy_files(path)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| Error::Read {
+        let text = crate::locate::read_text(&file).map_err(|e| Error::Read {
             at: Location::file(&file),
             message: e.to_string(),
         })?;
@@ -60,7 +60,7 @@ pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
     // edited.
     for (i, entry) in doc.spec.transforms.iter().enumerate().rev() {
         let script = super::load::relative(file, &entry.file);
-        let bytes = std::fs::read(&script).map_err(|e| Error::Read {
+        let bytes = crate::locate::read_file(&script).map_err(|e| Error::Read {
             at: positions.at(&format!("spec.transforms[{i}].file")),
             message: format!("transform file {}: {e}", script.display()),
         })?;

@@ -63,7 +63,7 @@ pub(super) fn load_transforms(
             });
         }
         let file = relative(policy_file, &entry.file);
-        let bytes = std::fs::read(&file).map_err(|e| Error::Read {
+        let bytes = crate::locate::read_file(&file).map_err(|e| Error::Read {
             at: here("file"),
             message: format!("transform file {}: {e}", file.display()),
         })?;

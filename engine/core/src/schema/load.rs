@@ -65,7 +65,7 @@ impl PlanCache {
     /// Reads `file` and returns the plan of `api_version`/`kind` in it, compiling it unless an
     /// identical file was compiled for this kind before.
     pub fn get(&self, file: &Path, api_version: &str, kind: &str) -> Result<Arc<Plan>> {
-        let bytes = std::fs::read(file).map_err(|e| Error::Read {
+        let bytes = crate::locate::read_file(file).map_err(|e| Error::Read {
             file: file.display().to_string(),
             message: e.to_string(),
         })?;

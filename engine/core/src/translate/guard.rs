@@ -63,6 +63,17 @@ pub trait Published: Sync {
     }
 }
 
+/// The refusal of a value that, in a copy placed in the operator's namespace `fixed`, would
+/// name the operator's own objects (a name without a namespace, a short host, `""`).
+fn placed_unqualified(path: &Path<'_>, what: &str, fixed: &str) -> Refusal {
+    Refusal::new(
+        Reason::OutsideTenant,
+        format!(
+            "{path}: {what} resolves in the copy's namespace, the operator's {fixed:?} (placement), where it names the operator's own objects; name the tenant's namespace"
+        ),
+    )
+}
+
 /// Metadata keys a super copy may carry: everything else is set by the API server.
 const DOWN_METADATA: &[&str] = &["name", "namespace", "labels", "annotations"];
 
@@ -79,6 +90,9 @@ pub struct Guard<'a> {
     pub unverified: Option<Vec<String>>,
     /// The tenant's namespaces (tenant names): up, a namespace-bearing value is one of them.
     namespaces: &'a [String],
+    /// Down, the operator's namespace the copy is placed in (`placement`): there a name
+    /// without a namespace names the operator's own objects.
+    placed: Option<&'a str>,
 }
 
 impl<'a> Guard<'a> {
@@ -101,6 +115,7 @@ impl<'a> Guard<'a> {
             },
             unverified: explain.then(Vec::new),
             namespaces: &[],
+            placed: None,
         }
     }
 
@@ -115,7 +130,8 @@ impl<'a> Guard<'a> {
     }
 
     /// Checks a super object about to be applied for a toSuper kind.
-    pub fn down(&mut self, resource: &Resource, object: &Value) -> Result<()> {
+    pub fn down(&mut self, resource: &'a Resource, object: &Value) -> Result<()> {
+        self.placed = resource.placement.as_deref();
         let Value::Object(top) = object else {
             return Err(self.refuse("the object to write is not an object".into()));
         };
@@ -284,6 +300,12 @@ impl<'a> Guard<'a> {
                     || (key == ANN_TENANT_NAMESPACE && resource.scope == Scope::Namespaced)
             }
         };
+        if labels.contains_key(crate::policy::DEFAULT_PUBLIC_LABEL) {
+            return Err(self.refuse(format!(
+                "metadata.labels[{:?}]: a tenant's copy is never published (selectors over the platform's published objects would match it)",
+                crate::policy::DEFAULT_PUBLIC_LABEL
+            )));
+        }
         for (field, map) in [("labels", labels), ("annotations", annotations)] {
             for (key, value) in map {
                 if key.starts_with(RESERVED_PREFIX) {
@@ -484,7 +506,10 @@ impl<'a> Guard<'a> {
     fn namespace(&self, value: &Value, path: &Path<'_>) -> Result<()> {
         match value {
             Value::Null => Ok(()),
-            Value::String(ns) if ns.is_empty() => Ok(()),
+            Value::String(ns) if ns.is_empty() => match self.placed {
+                Some(fixed) => Err(placed_unqualified(path, "\"\"", fixed)),
+                None => Ok(()),
+            },
             Value::String(ns) => self.tenant_namespace(ns, path),
             other => Err(Refusal::new(
                 Reason::Invalid,

@@ -345,6 +345,14 @@ impl Fields<'_> {
         if rename {
             let placed = approved.is_some_and(|r| r.placement.is_some());
             let tenant = self.names.tenant().as_str();
+            if placed && self.way == Way::Down && self.own_namespace.is_empty() {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!(
+                        "{name_path}: {kind} copies are named after the tenant namespace of the object that names them, and this object has none"
+                    ),
+                ));
+            }
             let new_name = match (self.way, placed) {
                 (Way::Down, true) => Some(crate::naming::placed(tenant, &self.own_namespace, name)),
                 (Way::Up, true) => name

@@ -42,6 +42,9 @@ impl Fields<'_> {
                 };
                 let before = labels.insert(label.into(), Value::String(wanted.clone()));
                 self.record(&label_path, before, Some(Value::String(wanted)), rule);
+                if rule.rule == Rule::PublishedSelector {
+                    self.not_a_copy(rule, selector, path)?;
+                }
             }
             Way::Up => {
                 let Some(Value::Object(labels)) = selector.get_mut("matchLabels") else {
@@ -57,6 +60,33 @@ impl Fields<'_> {
                     self.record(&label_path, before, None, rule);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A selector over published objects also requires `ferry.dev/tenant` absent: no tenant's
+    /// copy is among them, whatever labels it carries.
+    fn not_a_copy(
+        &mut self,
+        rule: &Annotated,
+        selector: &mut Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let expressions = selector
+            .entry("matchExpressions")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Value::Array(expressions) = expressions else {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!("{path}.matchExpressions: expected a list"),
+            ));
+        };
+        let requirement = not_a_copy_requirement();
+        if !expressions.contains(&requirement) {
+            let list = path.key("matchExpressions");
+            let at = list.index(expressions.len());
+            expressions.push(requirement.clone());
+            self.record(&at, None, Some(requirement), rule);
         }
         Ok(())
     }
@@ -171,14 +201,41 @@ impl Fields<'_> {
     }
 }
 
-/// Whether a whitespace-separated token of free text is a DNS name or a URL: it holds `://`,
-/// or a `.` once the punctuation around it (`(`, quotes, a sentence's closing `.`, `,`, `:`)
-/// is set aside.
+/// Whether a whitespace-separated token of free text is a DNS name or a URL, once the
+/// punctuation around it (`(`, quotes, a sentence's closing `.`, `,`, `:`) is set aside: a
+/// `scheme://` URL, or dot-separated DNS labels (a `:port` allowed). Anything else holding a
+/// dot (`team-b-shop/app.v2`, `ns=team-b-prod,v=1.2`) is prose, its words read as any.
 fn is_host_or_url(token: &str) -> bool {
     let core = token
-        .trim_start_matches(['(', '[', '<', '"', '\''])
-        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '>', '"', '\'']);
-    core.contains("://") || core.contains('.')
+        .trim_start_matches(['(', '[', '<', '"', '\'', '`', '\u{201c}', '\u{2018}'])
+        .trim_end_matches([
+            '.', ',', ';', ':', '!', '?', ')', ']', '>', '"', '\'', '`', '\u{201d}', '\u{2019}',
+        ]);
+    if let Some((scheme, _)) = core.split_once("://") {
+        return !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    }
+    let host = match core.rsplit_once(':') {
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => core,
+    };
+    host.contains('.')
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// The requirement that selects no copy of a tenant's: `ferry.dev/tenant` does not exist.
+pub(in crate::translate) fn not_a_copy_requirement() -> Value {
+    serde_json::json!({"key": LABEL_TENANT, "operator": "DoesNotExist"})
 }
 
 /// The refusal of a LabelSelector field holding something else than an object.
@@ -198,5 +255,30 @@ pub(in crate::translate) fn shown(value: &Value) -> String {
     match s.char_indices().nth(60) {
         Some((cut, _)) => format!("{}…", &s[..cut]),
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hosts_and_urls_only() {
+        for whole in [
+            "web.team-a-shop.svc",
+            "https://x.team-b-shop.svc:8080/a?b=1",
+            "(db.team-b.svc:5432),",
+            "s3+https://b/x",
+        ] {
+            assert!(super::is_host_or_url(whole), "{whole}");
+        }
+        for prose in [
+            "team-b-shop/app.v2",
+            "ns=team-b-prod,version=1.2",
+            "team-b-db.*",
+            "{\"namespace\":\"team-b-shop\"}",
+            "team-b-x.}",
+            "path=/backups/team-b-shop/x.tar.gz;team-b-shop.",
+        ] {
+            assert!(!super::is_host_or_url(prose), "{prose}");
+        }
     }
 }

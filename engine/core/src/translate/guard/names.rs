@@ -121,7 +121,14 @@ impl Guard<'_> {
             };
         }
         match in_cluster(&normal) {
-            Ok(InCluster::Short) => Ok(()),
+            Ok(InCluster::Short) => match self.placed {
+                Some(fixed) => Err(super::placed_unqualified(
+                    path,
+                    &format!("the short name {host:?}"),
+                    fixed,
+                )),
+                None => Ok(()),
+            },
             Ok(InCluster::Namespaced(service)) => {
                 self.own_namespace(&service.namespace, host, path)
             }

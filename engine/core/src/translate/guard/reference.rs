@@ -133,6 +133,20 @@ impl Guard<'_> {
                 true => self.policy.produced(group, kind),
                 false => self.policy.resource(group, kind),
             });
+        // In a copy placed in the operator's namespace, a name without a namespace is looked
+        // up there: the operator's own object, unless the target is cluster-scoped or itself
+        // placed (renamed into the tenant's prefix).
+        if let Some(fixed) = self.placed {
+            let cluster = approved.is_some_and(|r| r.scope == Scope::Cluster);
+            let placed = approved.is_some_and(|r| r.placement.is_some());
+            if namespace.is_empty() && !name.is_empty() && !cluster && !placed {
+                return Err(super::placed_unqualified(
+                    &name_path,
+                    &format!("{name:?} without a namespace"),
+                    fixed,
+                ));
+            }
+        }
         if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
             return self.public_reference(r, namespace, name, &ns_path, &name_path);
         }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::{shown, Guard};
 use crate::policy::DEFAULT_PUBLIC_LABEL;
-use crate::translate::fields::selector::not_a_selector;
+use crate::translate::fields::selector::{not_a_copy_requirement, not_a_selector};
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
 use crate::translate::path::Path;
 use crate::translate::{
@@ -63,6 +63,53 @@ impl Guard<'_> {
                 found.map_or("nothing".to_string(), |f| format!("{f:?}"))
             )));
         }
+        let expressions = match selector.get("matchExpressions") {
+            Some(Value::Array(e)) => e.as_slice(),
+            _ => &[],
+        };
+        if !expressions.contains(&not_a_copy_requirement()) {
+            return Err(self.refuse(format!(
+                "{path}.matchExpressions: expected {{key: {LABEL_TENANT}, operator: DoesNotExist}} (a selector over the platform's objects selects no tenant's copy)"
+            )));
+        }
+        self.expressions(selector, path)
+    }
+
+    /// A selector's `matchExpressions`: a list of requirements, none over a key of ferry's
+    /// but the one ferry adds.
+    fn expressions(
+        &self,
+        selector: &serde_json::Map<String, Value>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        let exprs_path = path.key("matchExpressions");
+        let expressions = match selector.get("matchExpressions") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Array(e)) => e,
+            Some(other) => {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!(
+                        "{exprs_path}: expected a list of requirements, found {}",
+                        shown(other)
+                    ),
+                ))
+            }
+        };
+        for (i, e) in expressions.iter().enumerate() {
+            let Some(key) = e.get("key").and_then(Value::as_str) else {
+                return Err(Refusal::new(
+                    Reason::Invalid,
+                    format!("{}: expected a requirement with a key", exprs_path.index(i)),
+                ));
+            };
+            if key.starts_with(RESERVED_PREFIX) && *e != not_a_copy_requirement() {
+                return Err(self.refuse(format!(
+                    "{}.key: {key:?} is ferry's; a selector cannot choose among ferry's labels",
+                    exprs_path.index(i)
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -95,7 +142,7 @@ impl Guard<'_> {
                 found.map_or("nothing".to_string(), |f| format!("{f:?}"))
             )));
         }
-        Ok(())
+        self.expressions(selector, path)
     }
 
     /// A selector of namespaces names only this tenant's namespaces, and (live) selects by

@@ -551,3 +551,4 @@ fn selectors_of_namespaces_select_only_by_labels_super_namespaces_carry() {
 mod annotations;
 mod depth;
 mod names;
+mod placed;
