@@ -157,16 +157,7 @@ fn walk(
     if !visited.insert(dir.canonicalize()?) {
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            !p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
-    entries.sort();
-    for entry in entries {
+    for entry in ferry_core::locate::visible_entries(dir)? {
         if entry.is_dir() {
             let tests = entry.file_name().is_some_and(|n| n == "tests");
             walk(&entry, tests, out, visited)?;

@@ -326,6 +326,21 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     String::from_utf8(read_file(path)?).map_err(|_| std::io::Error::other("not UTF-8 text"))
 }
 
+/// The entries of `dir` in name order, hidden ones (`.git`) left out: how ferry walks the
+/// trees of policies and test cases.
+pub fn visible_entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
+        .collect();
+    entries.sort();
+    Ok(entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

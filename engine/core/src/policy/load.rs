@@ -83,16 +83,7 @@ fn collect_policy_files(
     if !visited.insert(real) {
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| read_error(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            !p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
-    entries.sort();
+    let entries = crate::locate::visible_entries(dir).map_err(|e| read_error(dir, e))?;
     for entry in entries {
         // Test cases live in `tests/`: never a policy, whatever their inputs say.
         if entry.is_dir() && entry.file_name().is_some_and(|n| n == "tests") {

@@ -39,20 +39,9 @@ impl Guard<'_> {
     /// A selector over the platform's objects must require the public label, so that it
     /// selects only what the platform publishes.
     pub(super) fn published_selector(&self, value: &Value, path: &Path<'_>) -> Result<()> {
-        let selector = match value {
-            Value::Null => return Ok(()),
-            Value::Object(m) => m,
-            other => return Err(not_a_selector(path, other)),
+        let Some(selector) = selector_fields(value, path)? else {
+            return Ok(());
         };
-        if let Some(key) = selector
-            .keys()
-            .find(|k| !matches!(k.as_str(), "matchLabels" | "matchExpressions"))
-        {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!("{path}.{key}: a scoped LabelSelector holds only matchLabels and matchExpressions"),
-            ));
-        }
         let found = selector
             .get("matchLabels")
             .and_then(|m| m.get(DEFAULT_PUBLIC_LABEL))
@@ -115,22 +104,9 @@ impl Guard<'_> {
 
     /// A scoped LabelSelector: it still selects only this tenant's objects.
     pub(super) fn selector(&self, value: &Value, path: &Path<'_>) -> Result<()> {
-        let selector = match value {
-            Value::Null => return Ok(()),
-            Value::Object(m) => m,
-            other => return Err(not_a_selector(path, other)),
+        let Some(selector) = selector_fields(value, path)? else {
+            return Ok(());
         };
-        // Anything beside matchLabels and matchExpressions (a schema checks this when it
-        // annotates; a field rule cannot) would select beside the tenant's scope.
-        if let Some(key) = selector
-            .keys()
-            .find(|k| !matches!(k.as_str(), "matchLabels" | "matchExpressions"))
-        {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                format!("{path}.{key}: a scoped LabelSelector holds only matchLabels and matchExpressions"),
-            ));
-        }
         let tenant = self.names.tenant().as_str();
         let found = selector
             .get("matchLabels")
@@ -232,4 +208,30 @@ impl Guard<'_> {
         }
         Ok(())
     }
+}
+
+/// A scoped selector's fields (`None` for null). Anything beside matchLabels and
+/// matchExpressions (a schema checks this when it annotates; a field rule cannot) would
+/// select beside the scope.
+fn selector_fields<'v>(
+    value: &'v Value,
+    path: &Path<'_>,
+) -> Result<Option<&'v serde_json::Map<String, Value>>> {
+    let selector = match value {
+        Value::Null => return Ok(None),
+        Value::Object(m) => m,
+        other => return Err(not_a_selector(path, other)),
+    };
+    if let Some(key) = selector
+        .keys()
+        .find(|k| !matches!(k.as_str(), "matchLabels" | "matchExpressions"))
+    {
+        return Err(Refusal::new(
+            Reason::Invalid,
+            format!(
+                "{path}.{key}: a scoped LabelSelector holds only matchLabels and matchExpressions"
+            ),
+        ));
+    }
+    Ok(Some(selector))
 }
