@@ -166,6 +166,37 @@ pub fn strip_annotations(value: &mut Value) {
     }
 }
 
+/// An overlay is sparse: installed as a CRD, the API server would prune every status field it
+/// leaves out (a condition's `type`, `lastTransitionTime`), which the operator of a real
+/// cluster writes. Every object below `status` keeps unknown fields.
+fn keep_unknown_status(crd: &mut Value) {
+    fn keep(node: &mut Value) {
+        let Value::Object(map) = node else { return };
+        let object = map.contains_key("properties")
+            || map.get("type").and_then(Value::as_str) == Some("object");
+        if object && !map.contains_key("additionalProperties") {
+            map.insert(
+                "x-kubernetes-preserve-unknown-fields".into(),
+                Value::Bool(true),
+            );
+        }
+        if let Some(Value::Object(props)) = map.get_mut("properties") {
+            props.values_mut().for_each(keep);
+        }
+        if let Some(items) = map.get_mut("items") {
+            keep(items);
+        }
+    }
+    let versions = crd
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut);
+    for version in versions.into_iter().flatten() {
+        if let Some(status) = version.pointer_mut("/schema/openAPIV3Schema/properties/status") {
+            keep(status);
+        }
+    }
+}
+
 /// The schema files of the policies: every `*.yaml` in a `schemas/` directory below
 /// `policies/`, in path order.
 fn schema_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -198,6 +229,7 @@ pub fn schema_crds() -> Result<Vec<Value>> {
                 .with_context(|| format!("parsing {}", file.display()))?;
             if value.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
                 strip_annotations(&mut value);
+                keep_unknown_status(&mut value);
                 out.push(value);
             }
         }
