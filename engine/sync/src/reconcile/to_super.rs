@@ -248,11 +248,12 @@ impl Reconciler<'_> {
             let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
             let copy = Copy {
                 super_index: i,
+                entry: idx,
                 found: copies[i].clone(),
             };
             let target = (&desired, hash.as_str());
             match self
-                .copy_in(key, idx, place, copy, target, &object, namespaced)
+                .copy_in(key, place, copy, target, &object, namespaced)
                 .await
             {
                 Ok(Ok((current, wrote))) => {
@@ -317,18 +318,16 @@ impl Reconciler<'_> {
 
     /// Brings ferry's copy in one super (`copy`) in line with `desired` (digest `hash`):
     /// the copy as it is then and whether it was written, or how the reconcile ends.
-    #[allow(clippy::too_many_arguments)]
     async fn copy_in(
         &self,
         key: &Key,
-        idx: usize,
         place: (&ApiResource, &str, &str),
         copy: Copy,
         (desired, hash): (&Value, &str),
         object: &Value,
         namespaced: bool,
     ) -> Result<std::result::Result<(Arc<Value>, bool), Outcome>> {
-        let i = copy.super_index;
+        let (i, idx) = (copy.super_index, copy.entry);
         let (actual, checked) = match copy.found {
             Some((c, checked)) => (Some(c), checked),
             None => (None, false),
@@ -498,6 +497,8 @@ impl Reconciler<'_> {
 /// ferry's copy of a key in one super, as the cache holds it (and whether it is checked).
 struct Copy {
     super_index: usize,
+    /// The policy entry (the index of its caches).
+    entry: usize,
     found: Option<(Arc<Value>, bool)>,
 }
 
