@@ -180,14 +180,14 @@ pub fn translate(
 /// The policy entries of `object`'s kind.
 fn kind_of<'p>(
     policy: &'p Policy,
-    object: &Value,
+    object: &'p Value,
 ) -> impl Iterator<Item = &'p crate::policy::Resource> {
-    let api = object["apiVersion"].as_str().unwrap_or("").to_string();
-    let kind = object["kind"].as_str().unwrap_or("").to_string();
-    policy.resources.iter().filter(move |r| {
-        let group = api.rsplit_once('/').map_or("", |(g, _)| g);
-        r.group_kind.group == group && r.group_kind.kind == kind
-    })
+    let group = crate::schema::load::group_of(object["apiVersion"].as_str().unwrap_or(""));
+    let kind = object["kind"].as_str().unwrap_or("");
+    policy
+        .resources
+        .iter()
+        .filter(move |r| r.group_kind.group == group && r.group_kind.kind == kind)
 }
 
 /// Whether `object`'s kind has free text (`x-ferry-text`) that live would also redact.
