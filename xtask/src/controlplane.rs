@@ -213,9 +213,38 @@ fn kubeconfig(name: &str, port: u16, pki: &Path) -> Result<String> {
 /// The super cluster of `cargo xtask cluster up` without `--supers`.
 pub const DEFAULT_SUPER: &str = "super";
 
+/// What every audited API server logs: every write, at Metadata level (who, what, which
+/// object; no bodies). Reads are left out: tests count writes.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: Metadata
+";
+
+/// The audit flags of API server `name` (`target/clusters/audit/<name>.log`, JSON lines).
+fn audit_args(dir: &Path, name: &str) -> Result<Vec<String>> {
+    let audit = dir.join("audit");
+    fs::create_dir_all(&audit)?;
+    let policy = audit.join("policy.yaml");
+    fs::write(&policy, AUDIT_POLICY)?;
+    Ok(vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!(
+            "--audit-log-path={}",
+            audit.join(format!("{name}.log")).display()
+        ),
+        "--audit-log-format=json".into(),
+        "--audit-log-mode=blocking".into(),
+    ])
+}
+
 /// `cargo xtask cluster up`: starts (or reuses) etcd, an API server per super cluster (with
-/// its controllers) and one per tenant.
-pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
+/// its controllers) and one per tenant; with `audit`, each API server writes an audit log
+/// (one already running without one is started again).
+pub fn up(supers: &[String], tenants: &[String], audit: bool) -> Result<()> {
     if let Some(both) = supers.iter().find(|s| tenants.contains(s)) {
         bail!("cluster up: {both:?} is named both a super cluster and a tenant");
     }
@@ -253,14 +282,27 @@ pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
     let mut started = Vec::new();
     for name in &wanted {
         let running = state["clusters"][name]["pid"].as_u64().is_some_and(alive);
-        if running {
+        let audited = state["clusters"][name]["args"].as_array().is_some_and(|a| {
+            a.iter().any(|x| {
+                x.as_str()
+                    .is_some_and(|x| x.starts_with("--audit-log-path"))
+            })
+        });
+        if running && audit && !audited {
+            println!("{name:<14} running without an audit log; starting it again with one");
+            terminate(state["clusters"][name]["pid"].as_u64().unwrap_or(0));
+        } else if running {
             println!(
                 "{name:<14} running (pid {})",
                 state["clusters"][name]["pid"]
             );
             continue;
         }
-        let port = free_port()?;
+        // Started again (for an audit log): on its port, which its controllers know.
+        let port = match state["clusters"][name]["port"].as_u64() {
+            Some(port) if running => u16::try_from(port)?,
+            _ => free_port()?,
+        };
         let p = |f: &str| pki.join(f).display().to_string();
         let super_side = supers.contains(name);
         let etcd = if super_side || state.get("etcd-tenants").is_none() {
@@ -269,7 +311,7 @@ pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
             "etcd-tenants"
         };
         let etcd_port = state[etcd]["port"].as_u64().unwrap_or(0);
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--etcd-prefix=/registry-{name}"),
             format!("--secure-port={port}"),
@@ -290,6 +332,9 @@ pub fn up(supers: &[String], tenants: &[String]) -> Result<()> {
             "--profiling=false".into(),
             format!("--cert-dir={}", dir.join(format!("certs-{name}")).display()),
         ];
+        if audit {
+            args.extend(audit_args(&dir, name)?);
+        }
         let pinned = cpus(super_side);
         let pid = spawn(
             &bin.join("kube-apiserver"),
@@ -405,6 +450,25 @@ pub fn wait_ready(bin: &Path, name: &str, port: u16) -> Result<()> {
     }
     println!("{name:<14} ready in {:.1}s", start.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Stops `pid` (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
+pub fn terminate(pid: u64) {
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    // A stopped process (SIGSTOP by a fault test) handles SIGTERM only once continued.
+    let _ = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(pid) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        while alive(pid) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// `cargo xtask cluster down`: stops everything `up` started and removes its data.

@@ -28,6 +28,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     controlplane::up(
         &[controlplane::DEFAULT_SUPER.to_string(), "gpu".to_string()],
         &["team-a".to_string(), "team-b".to_string()],
+        false,
     )?;
     let target = root().join("target/debug");
     let mut driver = std::process::Command::new(target.join("ferry-demo"));

@@ -7,7 +7,7 @@
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
 //!  cargo xtask image [--debug]   OCI image archive of a static ferry (no container daemon)
-//!  cargo xtask cluster up [--supers a,b] [--tenants c,d] | down | restart NAME
+//!  cargo xtask cluster up [--supers a,b] [--tenants c,d] [--audit] | down | restart NAME
 //! ```
 
 mod controlplane;
@@ -27,7 +27,7 @@ fn usage() -> ! {
          bench [--translate]            run benchmarks, write target/bench/report.json\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
          image [--debug]                OCI image archive of a static ferry: target/image/ferry-<version>.tar\n  \
-         cluster up [--supers a,b] [--tenants c,d]\n                                   start etcd + kube-apiservers on 127.0.0.1\n  \
+         cluster up [--supers a,b] [--tenants c,d] [--audit]\n                                   start etcd + kube-apiservers on 127.0.0.1\n                                   (--audit: audit logs in target/clusters/audit/)\n  \
          cluster restart NAME           restart etcd or one API server (super, a tenant), data kept\n  \
          cluster down                   stop them and remove their data"
     );
@@ -43,8 +43,10 @@ fn main() -> Result<()> {
         ["demo", rest @ ..] => demo::run(rest),
         ["image", rest @ ..] => image::run(rest),
         ["cluster", "up", rest @ ..] => {
-            let (supers, tenants) = topology(rest)?;
-            controlplane::up(&supers, &tenants)
+            let audit = rest.contains(&"--audit");
+            let rest: Vec<&str> = rest.iter().copied().filter(|a| *a != "--audit").collect();
+            let (supers, tenants) = topology(&rest)?;
+            controlplane::up(&supers, &tenants, audit)
         }
         ["cluster", "down"] => controlplane::down(),
         ["cluster", "restart", name] => restart::restart(name),
@@ -142,9 +144,11 @@ fn test(extra: &[&str]) -> Result<()> {
     println!("== control planes (super, team-a, team-b)");
     // A second super cluster for the tests of several supers.
     let (_, tenants) = topology(&[])?;
+    // Audit logs: the sharding tests count who wrote what.
     controlplane::up(
         &[controlplane::DEFAULT_SUPER.to_string(), "west".to_string()],
         &tenants,
+        true,
     )?;
     println!("== cargo test --workspace");
     let mut args = vec!["test", "--workspace"];
@@ -241,6 +245,7 @@ fn bench(args: &[&str]) -> Result<()> {
         controlplane::up(
             &[controlplane::DEFAULT_SUPER.to_string()],
             &["team-a".to_string(), "team-b".to_string()],
+            false,
         )?;
         cargo(&[
             "bench",

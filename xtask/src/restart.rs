@@ -2,32 +2,14 @@
 //! server by cluster name, `etcd`, or `controllers`) stopped and started again with the same
 //! arguments, port and data, for the fault tests.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde_json::json;
 
-use crate::controlplane::{alive, build, clusters_dir, read_state, spawn, wait_ready, write_state};
-
-/// Stops `pid` (SIGTERM, then SIGKILL after 10 s) and waits until it is gone.
-fn terminate(pid: u64) {
-    let _ = Command::new("kill").arg(pid.to_string()).status();
-    // A stopped process (SIGSTOP by a fault test) handles SIGTERM only once continued.
-    let _ = Command::new("kill")
-        .args(["-CONT", &pid.to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if alive(pid) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        while alive(pid) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
+use crate::controlplane::{
+    build, clusters_dir, read_state, spawn, terminate, wait_ready, write_state,
+};
 
 /// `cargo xtask cluster restart NAME`: stops one process of the running control planes (an
 /// API server by cluster name, or `etcd`) and starts it again with the same arguments, port

@@ -63,6 +63,10 @@ enum Command {
         /// Elect a leader with a Lease in the super cluster (also `leaderElection.enabled`).
         #[arg(long)]
         leader_elect: bool,
+        /// This replica's name in Leases, Events and User-Agents (default: the pod name, else
+        /// hostname-pid); with sharding, each replica needs its own.
+        #[arg(long)]
+        identity: Option<String>,
         /// Log format.
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
@@ -105,6 +109,11 @@ enum Command {
         #[arg(long = "metrics-namespace", value_name = "NAMESPACE")]
         metrics_namespaces: Vec<String>,
     },
+    /// Sharding across replicas.
+    Shard {
+        #[command(subcommand)]
+        command: ShardCommand,
+    },
     /// Policy maintenance.
     Policy {
         #[command(subcommand)]
@@ -123,6 +132,20 @@ enum Command {
     /// Serve transform calls on stdin/stdout (started by ferry itself).
     #[command(name = WORKER_SUBCOMMAND, hide = true)]
     SandboxWorker,
+}
+
+#[derive(Subcommand)]
+enum ShardCommand {
+    /// Print which member syncs each tenant of a SyncConfig (`tenant owner` lines, then the
+    /// count per member), offline: rendezvous hashing, as `ferry run` does.
+    Plan {
+        /// The SyncConfig.
+        #[arg(long)]
+        config: PathBuf,
+        /// The members' identities, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        members: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -203,9 +226,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run {
             config,
             leader_elect,
+            identity,
             log_format,
             verbose,
-        } => live(config, leader_elect, log_format, verbose),
+        } => live(config, (leader_elect, identity), log_format, verbose),
+        Command::Shard {
+            command: ShardCommand::Plan { config, members },
+        } => shard_plan(&config, &members),
         Command::Rbac {
             policy,
             config,
@@ -347,9 +374,37 @@ fn schema_init(file: &str) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// `ferry shard plan`.
+fn shard_plan(config: &std::path::Path, members: &[String]) -> anyhow::Result<u8> {
+    let config = ferry_core::config::load(config)?;
+    for m in members {
+        if let Some(why) = ferry_core::shard::identity_problem(m) {
+            anyhow::bail!("--members: member {m:?}: {why}");
+        }
+    }
+    let tenants: Vec<String> = config
+        .tenants
+        .iter()
+        .map(|t| t.name.as_str().to_string())
+        .collect();
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    let plan = ferry_core::shard::plan(&tenants, &members);
+    let mut out = String::new();
+    for (tenant, owner) in &plan {
+        out.push_str(&format!("{tenant} {owner}\n"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for m in members.iter().filter(|m| seen.insert(**m)) {
+        let n = plan.iter().filter(|(_, o)| o == m).count();
+        out.push_str(&format!("# {m}: {n} of {} tenants\n", plan.len()));
+    }
+    print!("{out}");
+    Ok(0)
+}
+
 fn live(
     config: PathBuf,
-    leader_elect: bool,
+    (leader_elect, identity): (bool, Option<String>),
     format: LogFormat,
     verbose: bool,
 ) -> anyhow::Result<u8> {
@@ -386,6 +441,7 @@ fn live(
     let options = ferry_sync::run::Options {
         config,
         leader_elect,
+        identity,
         sandbox: translate::sandbox()?,
     };
     match runtime.block_on(ferry_sync::run::run(options)) {

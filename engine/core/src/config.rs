@@ -14,6 +14,7 @@ use crate::policy::load::relative;
 
 mod namespaces;
 mod secrets;
+mod sharding;
 mod supers;
 
 pub use crate::translate::NamespaceLabels;
@@ -21,6 +22,7 @@ pub use namespaces::{PlatformNamespaces, DEFAULT_PLATFORM_NAMESPACES};
 pub use secrets::{
     TenantSecrets, DEFAULT_NAME_LABEL, DEFAULT_SECRETS_NAMESPACE, DEFAULT_SECRET_LABEL,
 };
+pub use sharding::Sharding;
 pub use supers::{candidates, place, PlacementRule, SuperConfig, DEFAULT_SUPER};
 
 /// A problem with the configuration file.
@@ -78,6 +80,10 @@ struct Spec {
     /// Leader election through a Lease in the first super cluster (only the leader writes).
     #[serde(default)]
     leader_election: Option<LeaderElection>,
+    /// Tenants spread over several replicas through Leases (exclusive with
+    /// `leaderElection`).
+    #[serde(default)]
+    sharding: Option<sharding::ShardingEntry>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     #[serde(default)]
     metrics: Option<Metrics>,
@@ -196,6 +202,8 @@ pub struct Config {
     pub patrol_interval: Duration,
     /// Leader election.
     pub leader_election: LeaderElection,
+    /// Tenants spread over replicas (`None`: one replica, or leader election, syncs all).
+    pub sharding: Option<Sharding>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_address: std::net::SocketAddr,
     /// Tenants from kubeconfig Secrets, beside the static ones.
@@ -204,6 +212,18 @@ pub struct Config {
     pub platform_namespaces: PlatformNamespaces,
     /// Which tenant namespace labels super namespaces carry.
     pub namespace_labels: NamespaceLabels,
+}
+
+impl Config {
+    /// ferry's own namespaces in the first super cluster: the Lease's (leader election and
+    /// sharding) and the tenant Secrets'. No tenant may own one.
+    pub fn own_namespaces(&self) -> Vec<String> {
+        let mut own = vec![self.leader_election.namespace.clone()];
+        own.extend(self.tenant_secrets.as_ref().map(|t| t.namespace.clone()));
+        own.extend(self.sharding.as_ref().map(|s| s.namespace.clone()));
+        own.dedup();
+        own
+    }
 }
 
 /// Parses `30s`, `5m`, `1h`, `500ms` (or a plain number of seconds).
@@ -313,8 +333,24 @@ pub fn load(path: &Path) -> Result<Config> {
             ),
         ));
     }
+    let leader_elect = spec.leader_election.as_ref().is_some_and(|l| l.enabled);
+    let sharding = sharding::sharding(&positions, spec.sharding, leader_elect)?;
+    if let Some(sh) = sharding.as_ref().filter(|sh| {
+        tenant_secrets
+            .as_ref()
+            .is_some_and(|t| t.namespace == sh.namespace)
+    }) {
+        return Err(invalid(
+            "spec.sharding.namespace",
+            format!(
+                "sharding.namespace {:?} is the tenant Secrets' namespace: whoever writes tenant Secrets could forge ferry's Leases; use ferry's own namespace",
+                sh.namespace
+            ),
+        ));
+    }
     let owned: Vec<String> = std::iter::once(lease_ns)
         .chain(tenant_secrets.as_ref().map(|t| t.namespace.clone()))
+        .chain(sharding.as_ref().map(|s| s.namespace.clone()))
         .collect();
     if let Some((i, t, own)) = tenants.iter().enumerate().find_map(|(i, t)| {
         owned
@@ -368,6 +404,7 @@ pub fn load(path: &Path) -> Result<Config> {
         tenants,
         patrol_interval,
         leader_election: spec.leader_election.unwrap_or_default(),
+        sharding,
         metrics_address,
         tenant_secrets,
         platform_namespaces,

@@ -29,5 +29,6 @@ pub mod reference;
 pub mod sandbox;
 pub mod scaffold;
 pub mod schema;
+pub mod shard;
 pub mod translate;
 pub mod yaml;

@@ -23,7 +23,7 @@ mod held;
 mod objects;
 mod wire;
 
-pub use feed::run;
+pub use feed::{run, Labels, Owned};
 pub use held::Reduce;
 use held::{Held, Reducer};
 use objects::Objects;
@@ -70,6 +70,8 @@ pub struct Cache {
     /// Objects the watch saw deleted (by uid) since the last list, so that a write's answer
     /// arriving after the delete does not bring the object back.
     gone: Mutex<HashMap<ObjKey, String>>,
+    /// The ownership generation of its last completed list (`Labels::Owned`; 0 otherwise).
+    listed: std::sync::atomic::AtomicU64,
 }
 
 impl Cache {
@@ -102,7 +104,13 @@ impl Cache {
             served: RwLock::default(),
             kind: std::sync::OnceLock::new(),
             gone: Mutex::default(),
+            listed: Default::default(),
         }
+    }
+
+    /// The ownership generation its last completed list was made at (`Labels::Owned`).
+    pub fn listed_at(&self) -> u64 {
+        self.listed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The object at `namespace`/`name`.

@@ -11,6 +11,42 @@ use kube::Client;
 /// How long a read or write may take before it fails (and is retried with backoff).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What every client made after [`identify`] carries.
+struct Identity {
+    user_agent: http::HeaderValue,
+    timeout: Duration,
+}
+
+static IDENTITY: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+
+/// Names this process on every request from now on (`User-Agent: ferry/<version>
+/// (<identity>)`) and bounds requests by `timeout` (at most [`REQUEST_TIMEOUT`]: a sharded
+/// replica's writes time out before its membership can expire). Once per process.
+pub fn identify(identity: &str, timeout: Duration) {
+    let text = format!("ferry/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(user_agent) = http::HeaderValue::from_str(&text) {
+        let _ = IDENTITY.set(Identity {
+            user_agent,
+            timeout: timeout.min(REQUEST_TIMEOUT),
+        });
+    }
+}
+
+/// The request timeout ([`identify`]'s, else [`REQUEST_TIMEOUT`]).
+pub fn request_timeout() -> Duration {
+    IDENTITY.get().map_or(REQUEST_TIMEOUT, |i| i.timeout)
+}
+
+/// `config` with this process's User-Agent.
+fn named(mut config: kube::Config) -> kube::Config {
+    if let Some(identity) = IDENTITY.get() {
+        config
+            .headers
+            .push((http::header::USER_AGENT, identity.user_agent.clone()));
+    }
+    config
+}
+
 /// A kubeconfig that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error("kubeconfig {path}: {message}")]
@@ -26,7 +62,7 @@ pub struct Error {
 pub struct Clients {
     /// For watches.
     pub watch: Client,
-    /// For reads and writes, with [`REQUEST_TIMEOUT`].
+    /// For reads and writes, with [`request_timeout`].
     pub requests: Client,
 }
 
@@ -55,7 +91,7 @@ fn in_cluster() -> Result<kube::Config, Error> {
 }
 
 fn client(what: &str, config: kube::Config) -> Result<Client, Error> {
-    Client::try_from(config).map_err(|e| Error {
+    Client::try_from(named(config)).map_err(|e| Error {
         path: what.to_string(),
         message: e.to_string(),
     })
@@ -94,11 +130,12 @@ pub async fn clients_from(what: &str, kubeconfig: Kubeconfig) -> Result<Clients,
 /// The watch client and the request client (with timeouts) of one cluster.
 fn pair(what: &str, config: kube::Config) -> Result<Clients, Error> {
     let mut timed = config.clone();
-    timed.read_timeout = Some(REQUEST_TIMEOUT);
+    let timeout = request_timeout();
+    timed.read_timeout = Some(timeout);
     // The time a pooled connection sat idle must not count against the next request.
     timed.reset_reader_on_write = true;
-    timed.write_timeout = Some(REQUEST_TIMEOUT);
-    timed.connect_timeout = Some(REQUEST_TIMEOUT);
+    timed.write_timeout = Some(timeout);
+    timed.connect_timeout = Some(timeout);
     Ok(Clients {
         watch: client(what, config)?,
         requests: client(what, timed)?,

@@ -12,7 +12,7 @@
 //!
 //! Modules import only the layers below them (ARCHITECTURE.md lists them):
 //! key, object, compare, binding → cache, watch, write, client, tenant_secrets → queue → ledger, refs, public →
-//! routing → state → deps → decide → reconcile → workers, tenants, leader, metrics → run.
+//! routing → state → deps → decide → reconcile → workers, tenants, leader, shard, metrics → run.
 //! `against` checks a policy against the CRDs of a live cluster for `ferry check --against`.
 
 pub mod against;
@@ -35,6 +35,7 @@ pub mod reconcile;
 pub mod refs;
 pub mod routing;
 pub mod run;
+pub mod shard;
 pub mod state;
 pub mod supers;
 pub mod tenant_secrets;

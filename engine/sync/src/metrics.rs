@@ -57,6 +57,56 @@ pub struct Metrics {
     /// Public objects of the same name in several super clusters (the first in config order
     /// is copied), by kind.
     pub public_conflicts: Family<Labels, Counter>,
+    /// Sharding: what this replica owns, what nobody owns, moves and hand-overs.
+    pub shard: ShardMetrics,
+}
+
+/// The metrics of a sharded replica (DESIGN.md "Sharding across replicas").
+pub struct ShardMetrics {
+    /// Tenants whose Lease this replica holds.
+    pub owned: Gauge,
+    /// Tenants of this replica's configuration whose Lease has been free or stale for over
+    /// two lease durations.
+    pub unowned: Gauge,
+    /// Tenants this replica took from another, by reason (`scale`, `failover`, `release`,
+    /// `fallback`).
+    pub moves: Family<Labels, Counter>,
+    /// From taking a tenant's Lease to its caches listed and its queue open, in seconds.
+    pub handover: Histogram,
+}
+
+impl ShardMetrics {
+    fn new() -> Self {
+        Self {
+            owned: Gauge::default(),
+            unowned: Gauge::default(),
+            moves: Family::default(),
+            handover: Histogram::new(exponential_buckets(0.05, 2.0, 14)),
+        }
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "tenants_owned",
+            "Tenants whose Lease this replica holds",
+            self.owned.clone(),
+        );
+        registry.register(
+            "tenants_unowned",
+            "Tenants whose Lease has been free or stale for over two lease durations",
+            self.unowned.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Tenants taken from another replica, by reason",
+            self.moves.clone(),
+        );
+        registry.register(
+            "tenant_handover_seconds",
+            "From taking a tenant's Lease to its caches listed and its queue open",
+            self.handover.clone(),
+        );
+    }
 }
 
 impl Default for Metrics {
@@ -121,8 +171,11 @@ impl Default for Metrics {
             "Public objects of one name in several super clusters, by kind",
             public_conflicts.clone(),
         );
+        let shard = ShardMetrics::new();
+        shard.register(&mut registry);
         Self {
             registry,
+            shard,
             writes,
             synced,
             queue_depth,
@@ -151,11 +204,13 @@ impl Metrics {
 /// What `/readyz` reports: ready or not, and why.
 pub type Readiness = Arc<dyn Fn() -> (bool, String) + Send + Sync>;
 
-/// Binds `address` and serves `/metrics`, `/healthz` and `/readyz` until the task is aborted.
+/// Binds `address` and serves `/metrics`, `/healthz` (`health`) and `/readyz` (`readiness`)
+/// until the task is aborted.
 pub async fn serve(
     address: SocketAddr,
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    health: Readiness,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(address).await?;
     let bound = listener.local_addr()?;
@@ -166,6 +221,7 @@ pub async fn serve(
             };
             let metrics = metrics.clone();
             let readiness = readiness.clone();
+            let health = health.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 let mut len = 0;
@@ -187,21 +243,22 @@ pub async fn serve(
                 let request = String::from_utf8_lossy(&buf[..len]);
                 let path = request.split_whitespace().nth(1).unwrap_or("/");
                 let path = path.split('?').next().unwrap_or(path);
+                let probe = |(ok, why): (bool, String), failing: &str| match ok {
+                    true => ("200 OK", "text/plain", format!("ok\n{why}")),
+                    false => (
+                        "503 Service Unavailable",
+                        "text/plain",
+                        format!("{failing}\n{why}"),
+                    ),
+                };
                 let (status, content_type, body) = match path {
                     "/metrics" => (
                         "200 OK",
                         "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         metrics.render(),
                     ),
-                    "/healthz" | "/livez" => ("200 OK", "text/plain", "ok\n".to_string()),
-                    "/readyz" => match readiness() {
-                        (true, why) => ("200 OK", "text/plain", format!("ok\n{why}")),
-                        (false, why) => (
-                            "503 Service Unavailable",
-                            "text/plain",
-                            format!("not ready\n{why}"),
-                        ),
-                    },
+                    "/healthz" | "/livez" => probe(health(), "unhealthy"),
+                    "/readyz" => probe(readiness(), "not ready"),
                     _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
                 };
                 let response = format!(

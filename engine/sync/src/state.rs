@@ -6,6 +6,10 @@
 //!    └─ tenants: TenantState × n ── tenant caches ── NameMap ── Ledger ── Writer (tenant)
 //! ```
 
+mod busy;
+
+pub use busy::{Busy, InFlight};
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -18,7 +22,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Labels};
 use crate::client::Clients;
 use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
@@ -29,7 +33,7 @@ use crate::queue::Queues;
 use crate::routing::tenant_router;
 use crate::supers::Super;
 use crate::watch::watch_all;
-use crate::write::Writer;
+use crate::write::{Gate, Writer};
 
 /// The supers' configuration (in config order) and the placement rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,8 +63,10 @@ pub struct Shared {
     pub queues: Arc<Queues>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Whether this replica may write.
+    /// Whether this replica leads (always true without leader election).
     pub leader: watch::Receiver<bool>,
+    /// What every writer checks before a write (leadership, or a sharded replica's fence).
+    pub gate: Gate,
     /// Tenants of the configuration that could not be started, and why (retried on every
     /// edit of the file).
     pub failed_tenants: Mutex<BTreeMap<String, String>>,
@@ -83,7 +89,7 @@ impl Shared {
         supers: Vec<(ferry_core::config::SuperConfig, Clients)>,
         config: &Config,
         metrics: Arc<Metrics>,
-        leader: watch::Receiver<bool>,
+        gate: Gate,
         queues: Arc<Queues>,
     ) -> Arc<Self> {
         let placement = RwLock::new(Arc::new(Placement {
@@ -99,7 +105,7 @@ impl Shared {
                     clients,
                     &policy,
                     metrics.clone(),
-                    leader.clone(),
+                    gate.clone(),
                     queues.clone(),
                     platform.clone(),
                 )
@@ -120,7 +126,8 @@ impl Shared {
             tenants: RwLock::default(),
             queues,
             metrics,
-            leader,
+            leader: gate.leader.clone(),
+            gate,
             failed_tenants: Mutex::default(),
             transforms: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -177,6 +184,14 @@ impl Shared {
     /// Whether every super cluster's caches are listed.
     pub fn ready(&self) -> bool {
         self.supers.iter().all(Super::ready)
+    }
+
+    /// Whether every super cluster's caches of copies have listed at ownership generation
+    /// `generation` or later (`cache::Labels::Owned`; always, without sharding).
+    pub fn listed_since(&self, generation: u64) -> bool {
+        self.supers
+            .iter()
+            .all(|s| s.listed_since(&self.policy, generation))
     }
 
     /// `Kind namespace/name` of a key, for logs and messages.
@@ -300,6 +315,8 @@ pub struct TenantState {
     pub cluster: std::sync::OnceLock<String>,
     /// Why the tenant is not synced although configured.
     pub refused: Mutex<Option<NotSynced>>,
+    /// Whether it stopped, and its reconciles in flight.
+    pub busy: Busy,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -330,9 +347,9 @@ impl TenantState {
             |resource| match resource.direction {
                 // Never ferry's own copies: for a kind approved both ways they are the
                 // fromSuper entry's, and they never go down.
-                Direction::ToSuper => Some(format!("{LABEL_FROM_SUPER}!=true")),
+                Direction::ToSuper => Labels::Fixed(Some(format!("{LABEL_FROM_SUPER}!=true"))),
                 Direction::FromSuper | Direction::Produced => {
-                    Some(format!("{LABEL_FROM_SUPER}=true"))
+                    Labels::Fixed(Some(format!("{LABEL_FROM_SUPER}=true")))
                 }
             },
             // Once checked, a tenant object is held as what flows up into it.
@@ -352,7 +369,7 @@ impl TenantState {
                 clients.requests,
                 tenant.as_str(),
                 shared.metrics.clone(),
-                shared.leader.clone(),
+                shared.gate.clone(),
             ),
             names: RwLock::new(
                 NameMap::new(tenant)
@@ -370,6 +387,7 @@ impl TenantState {
             primed_at: Default::default(),
             cluster: Default::default(),
             refused: Mutex::default(),
+            busy: Busy::default(),
             tasks: Mutex::new(watched.tasks),
         })
     }
@@ -461,6 +479,7 @@ impl TenantState {
     /// Stops the tenant's watchers and its priming (which holds the tenant, so dropping the
     /// last handle alone would not end it while the tenant cannot be listed).
     pub fn stop(&self) {
+        self.busy.stop();
         for task in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             task.abort();
         }

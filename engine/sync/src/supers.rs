@@ -10,16 +10,15 @@ use std::sync::{Arc, OnceLock};
 use ferry_core::config::{PlatformNamespaces, SuperConfig};
 use ferry_core::policy::{Direction, Policy};
 use ferry_core::translate::LABEL_TENANT;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Labels};
 use crate::client::Clients;
 use crate::metrics::Metrics;
 use crate::queue::Queues;
 use crate::routing::super_router;
 use crate::watch::watch_all;
-use crate::write::Writer;
+use crate::write::{Gate, Writer};
 
 /// One super cluster.
 pub struct Super {
@@ -54,7 +53,7 @@ impl Super {
         clients: Clients,
         policy: &Arc<Policy>,
         metrics: Arc<Metrics>,
-        leader: watch::Receiver<bool>,
+        gate: Gate,
         queues: Arc<Queues>,
         platform: Arc<PlatformNamespaces>,
     ) -> Self {
@@ -67,11 +66,16 @@ impl Super {
             &clients.watch,
             policy,
             &config.name,
-            |resource| match resource.direction {
-                Direction::ToSuper => Some(LABEL_TENANT.to_string()),
-                Direction::FromSuper => Some(crate::public::selector(resource)),
+            |resource| match (resource.direction, &gate.sharded) {
+                // A sharded replica holds the copies of the tenants it owns, not every copy.
+                (Direction::ToSuper, Some(sharded)) => Labels::Owned {
+                    key: LABEL_TENANT.to_string(),
+                    owned: sharded.owned.clone(),
+                },
+                (Direction::ToSuper, None) => Labels::Fixed(Some(LABEL_TENANT.to_string())),
+                (Direction::FromSuper, _) => Labels::Fixed(Some(crate::public::selector(resource))),
                 // Never ferry's own copies.
-                Direction::Produced => Some(format!("!{LABEL_TENANT}")),
+                (Direction::Produced, _) => Labels::Fixed(Some(format!("!{LABEL_TENANT}"))),
             },
             // ferry's copies, once checked, are held as what flows up.
             crate::watch::flowing_up(policy),
@@ -81,7 +85,7 @@ impl Super {
         let _ = namespaces.set(watched.namespaces.clone());
         Self {
             name: config.name.as_str().into(),
-            writer: Writer::new(clients.requests, &config.name, metrics, leader)
+            writer: Writer::new(clients.requests, &config.name, metrics, gate)
                 .fenced(platform)
                 .placing(policy),
             caches: watched.caches,
@@ -97,6 +101,17 @@ impl Super {
             .get_or_try_init(|| self.writer.cluster_uid())
             .await
             .cloned()
+    }
+
+    /// Whether its caches of copies (toSuper kinds of `policy`) have listed at ownership
+    /// generation `generation` or later (always, without sharding).
+    pub fn listed_since(&self, policy: &Policy, generation: u64) -> bool {
+        policy
+            .resources
+            .iter()
+            .zip(&self.caches)
+            .filter(|(r, _)| r.direction == Direction::ToSuper)
+            .all(|(_, c)| c.listed_at() >= generation)
     }
 
     /// Whether its caches are listed.

@@ -17,7 +17,10 @@ use std::time::Duration;
 use ferry_core::config::{Config, TenantConfig};
 use ferry_core::translate::Reason;
 
+use tokio::sync::watch;
+
 use crate::binding;
+use crate::cache::Owned;
 use crate::deps;
 use crate::metrics::labels;
 use crate::state::{NotSynced, Shared, TenantState};
@@ -32,7 +35,14 @@ const CONFIG_POLL: Duration = Duration::from_secs(1);
 /// for want of a referrer not yet reconciled), then opens the tenant's queue with every key
 /// in it. `identity` names this replica in Events.
 pub async fn prime(shared: Arc<Shared>, tenant: Arc<TenantState>, identity: String) {
-    while !(tenant.listed() && shared.ready()) {
+    // A sharded replica's super caches hold the copies of the tenants it owns: they must
+    // have listed with this one among them.
+    let generation = shared
+        .gate
+        .sharded
+        .as_ref()
+        .map_or(0, |s| s.owned.borrow().generation);
+    while !(tenant.listed() && shared.ready() && shared.listed_since(generation)) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // A tenant whose cluster is a super cluster, or another running tenant's, would copy
@@ -164,11 +174,37 @@ pub struct Running {
     pub shared: Arc<Shared>,
     /// This replica's name (in Events).
     pub identity: String,
+    /// With sharding: the tenants this replica owns, and where the configured ones are sent.
+    pub shard: Option<ShardLink>,
+}
+
+/// What the supervisor of a sharded replica shares with its sharding (`shard.rs`).
+pub struct ShardLink {
+    /// The tenants this replica owns: only they run.
+    pub owned: watch::Receiver<Owned>,
+    /// The tenants configured (the file's and the Secrets').
+    pub candidates: watch::Sender<Vec<String>>,
 }
 
 impl Running {
-    /// Starts, restarts and stops tenants so that exactly `wanted` run.
+    /// Starts, restarts and stops tenants so that exactly `wanted` run (with sharding, those
+    /// of them this replica owns).
     pub async fn apply(&mut self, wanted: &[Wanted]) {
+        let owned = self.shard.as_ref().map(|link| {
+            let names: Vec<String> = wanted.iter().map(|w| w.name.as_str().to_string()).collect();
+            link.candidates.send_if_modified(|c| {
+                let changed = *c != names;
+                *c = names;
+                changed
+            });
+            link.owned.borrow().tenants.clone()
+        });
+        let wanted: Vec<Wanted> = wanted
+            .iter()
+            .filter(|w| owned.as_ref().is_none_or(|o| o.contains(w.name.as_str())))
+            .cloned()
+            .collect();
+        let wanted = wanted.as_slice();
         let current: Vec<(Arc<str>, Source)> = self
             .shared
             .all_tenants()
@@ -261,13 +297,28 @@ pub async fn follow(
 ) {
     let mut last = std::fs::read(&path).unwrap_or_default();
     let mut seen = 0;
+    let mut owned = running.shard.as_ref().map(|s| s.owned.clone());
     loop {
         let generation = secrets.as_ref().map_or(0, |(s, _)| s.generation());
         if generation != seen {
             seen = generation;
             apply_all(&mut running, &config, secrets.as_ref()).await;
         }
-        tokio::time::sleep(CONFIG_POLL).await;
+        // A change of ownership applies at once.
+        if let Some(rx) = owned.as_mut() {
+            tokio::select! {
+                _ = tokio::time::sleep(CONFIG_POLL) => {}
+                changed = rx.changed() => {
+                    if changed.is_ok() {
+                        apply_all(&mut running, &config, secrets.as_ref()).await;
+                        continue;
+                    }
+                    owned = None;
+                }
+            }
+        } else {
+            tokio::time::sleep(CONFIG_POLL).await;
+        }
         let Ok(now) = std::fs::read(&path) else {
             continue;
         };
@@ -327,8 +378,9 @@ pub async fn apply_all(
         .iter()
         .map(|t| (t.name.clone(), t.source.clone()))
         .collect();
-    let owned: Vec<String> = std::iter::once(config.leader_election.namespace.clone())
-        .chain(config.tenant_secrets.as_ref().map(|t| t.namespace.clone()))
+    let owned: Vec<String> = config
+        .own_namespaces()
+        .into_iter()
         .chain(policy.placement_namespaces())
         .collect();
     let (wanted, refused) = merge(&statics, secrets, &running_now, &owned);

@@ -8,7 +8,7 @@ use kube::core::GroupVersionKind;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use crate::cache::{self, Cache, OnChange, Reduce};
+use crate::cache::{self, Cache, Labels, OnChange, Reduce};
 use crate::key::Kind;
 
 /// The group/version/kind of a policy entry.
@@ -70,13 +70,13 @@ pub fn watch_all(
     client: &Client,
     policy: &Policy,
     cluster: &str,
-    labels: impl Fn(&Resource) -> Option<String>,
+    labels: impl Fn(&Resource) -> Labels,
     reduce: impl Fn(usize) -> Option<Reduce>,
     namespace_labels: Option<String>,
     on_change: impl Fn(Kind) -> OnChange,
 ) -> Watched {
     let mut tasks = Vec::new();
-    let mut watch = |what: String, gvk: GroupVersionKind, labels: Option<String>, kind: Kind| {
+    let mut watch = |what: String, gvk: GroupVersionKind, labels: Labels, kind: Kind| {
         let reduce = match kind {
             Kind::Resource(idx) => reduce(idx),
             _ => None,
@@ -110,7 +110,7 @@ pub fn watch_all(
     let namespaces = watch(
         format!("{cluster} Namespace"),
         GroupVersionKind::gvk("", "v1", "Namespace"),
-        namespace_labels,
+        Labels::Fixed(namespace_labels),
         Kind::Namespace,
     );
     Watched {

@@ -32,8 +32,11 @@ pub async fn work(shared: Arc<Shared>) {
             return;
         };
         if let Some(tenant) = shared.tenant(&key.tenant) {
-            let result = Reconciler::new(&shared, &tenant).reconcile(&key).await;
-            finish(&shared, &key, since, result);
+            // A tenant handed over (or stopping) starts no reconcile; one in flight is waited for.
+            if let Some(_in_flight) = tenant.busy.enter() {
+                let result = Reconciler::new(&shared, &tenant).reconcile(&key).await;
+                finish(&shared, &key, since, result);
+            }
         }
         shared.queues.done(&key);
     }
@@ -55,6 +58,11 @@ fn finish(shared: &Shared, key: &Key, since: Instant, result: Result<Outcome, wr
         }
         // Leadership moved: the new leader resyncs everything.
         Err(write::Error::NotLeader) => {}
+        // A sharded replica's renewal is late: the key waits for it (its backoff), quietly.
+        Err(write::Error::Fenced) => {
+            let (attempt, delay) = shared.queues.retry(key);
+            tracing::debug!(tenant = %key.tenant, object = %shared.describe(key), attempt, retry_in = ?delay, "membership renewal late; retrying");
+        }
         Err(e) => {
             let (attempt, delay) = shared.queues.retry(key);
             shared

@@ -10,13 +10,15 @@ use kube::api::{
 use kube::core::DynamicResourceScope;
 use kube::Client;
 use serde_json::Value;
-use tokio::sync::watch;
 
 use crate::cache::Wire;
 use crate::metrics::{labels, Metrics};
 
 mod fence;
+mod gate;
 mod upgrade;
+
+pub use gate::{Fence, Gate, Sharded};
 
 pub use crate::object::FIELD_MANAGER;
 
@@ -29,6 +31,11 @@ pub enum Error {
     /// This replica lost the lease.
     #[error("not the leader: writes are left to the replica holding the lease")]
     NotLeader,
+    /// A sharded replica whose membership renewal is not fresh writes nothing.
+    #[error(
+        "membership not renewed in the last two thirds of leaseDuration: writes wait until it is"
+    )]
+    Fenced,
     /// The cluster did not answer a request a moment ago; requests fail at once for a while.
     #[error("{0} did not answer a moment ago; retrying later")]
     Unreachable(String),
@@ -84,7 +91,7 @@ pub struct Writer {
     client: Client,
     cluster: String,
     metrics: Arc<Metrics>,
-    leader: watch::Receiver<bool>,
+    gate: Gate,
     /// Whether the cluster answers.
     reach: Arc<Mutex<Reach>>,
     /// Namespaces never written (a super's writer: `platformNamespaces`; `write/fence.rs`).
@@ -127,17 +134,12 @@ fn value(object: DynamicObject, resource: &ApiResource) -> Value {
 
 impl Writer {
     /// A writer into the cluster of `client`, named `cluster` in metrics.
-    pub fn new(
-        client: Client,
-        cluster: &str,
-        metrics: Arc<Metrics>,
-        leader: watch::Receiver<bool>,
-    ) -> Self {
+    pub fn new(client: Client, cluster: &str, metrics: Arc<Metrics>, gate: Gate) -> Self {
         Self {
             client,
             cluster: cluster.to_string(),
             metrics,
-            leader,
+            gate,
             reach: Arc::default(),
             platform: None,
             placed: Arc::new([]),
@@ -161,14 +163,18 @@ impl Writer {
         }
     }
 
-    /// Whether a write of `resource` `namespace`/`name` may go: by the leader, outside the
-    /// platform's namespaces, to a cluster that answers.
+    /// Whether a write of `resource` `namespace`/`name` may go: by the leader or a member
+    /// whose renewal is fresh (`write/gate.rs`, checked last before the request), outside
+    /// the platform's namespaces, to a cluster that answers.
     fn allowed(&self, resource: &ApiResource, namespace: &str, name: &str) -> Result<()> {
-        if !*self.leader.borrow() {
-            return Err(Error::NotLeader);
-        }
         self.fence(resource, namespace, name)?;
+        self.gate.check()?;
         self.reachable()
+    }
+
+    /// Whether this replica may write now (leader, or fresh membership).
+    pub fn may_write(&self) -> bool {
+        self.gate.open()
     }
 
     /// Whether a request may go: always while the cluster answers; after it did not, one

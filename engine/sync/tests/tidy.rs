@@ -211,6 +211,7 @@ fn served_metrics() -> BTreeSet<String> {
         &metrics.errors,
         &metrics.migrations,
         &metrics.public_conflicts,
+        &metrics.shard.moves,
     ] {
         counters.get_or_create(&Vec::new()).inc();
     }

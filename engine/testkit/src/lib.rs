@@ -10,6 +10,7 @@
 //! Tests point at a user's own clusters with `FERRY_CLUSTERS_DIR` (a directory holding
 //! `super.kubeconfig` and one `<tenant>.kubeconfig` per tenant).
 
+pub mod audit;
 pub mod faults;
 pub mod live;
 pub mod object;

@@ -108,6 +108,8 @@ pub struct Settings {
     /// `--verbose` (debug logs: every write, every list), as tests want them; the benchmark
     /// runs ferry as deployed, at its default level.
     pub verbose: bool,
+    /// More arguments of `ferry run` (`--identity r0`).
+    pub args: Vec<String>,
 }
 
 impl Settings {
@@ -127,6 +129,7 @@ impl Settings {
             launcher: Vec::new(),
             env: Vec::new(),
             verbose: true,
+            args: Vec::new(),
         }
     }
 }
@@ -223,6 +226,7 @@ impl Ferry {
             command.arg("--verbose");
         }
         let child = command
+            .args(&settings.args)
             .arg("--config")
             .arg(&config)
             .stdin(Stdio::null())

@@ -15,7 +15,7 @@ const IN_FLIGHT: usize = 12;
 
 /// One change of a tenant's Databases.
 #[derive(Clone, Debug)]
-enum Change {
+pub(super) enum Change {
     /// Create `name` at generation `gen`.
     Create(String, u32),
     /// Set `name` to generation `gen`.
@@ -33,7 +33,7 @@ fn generation(ns: &str, name: &str, gen: u32) -> Value {
 
 /// Makes `changes` in namespace `ns` of `client`, `IN_FLIGHT` at a time. A request that fails
 /// (its API server is being restarted) is retried until it takes effect.
-async fn burst(client: &Client, ns: &str, changes: Vec<Change>) -> Result<()> {
+pub(super) async fn burst(client: &Client, ns: &str, changes: Vec<Change>) -> Result<()> {
     futures::stream::iter(changes)
         .map(|change| async move {
             let deadline = Instant::now() + WAIT;
@@ -65,7 +65,7 @@ async fn burst(client: &Client, ns: &str, changes: Vec<Change>) -> Result<()> {
 }
 
 /// [`burst`] on a task of its own.
-fn in_background(
+pub(super) fn in_background(
     client: &Client,
     ns: &str,
     changes: Vec<Change>,
@@ -81,7 +81,7 @@ fn status(e: &anyhow::Error) -> Option<u16> {
     }
 }
 
-fn creates(prefix: &str, range: std::ops::Range<u32>, gen: u32) -> Vec<Change> {
+pub(super) fn creates(prefix: &str, range: std::ops::Range<u32>, gen: u32) -> Vec<Change> {
     range
         .map(|i| Change::Create(format!("{prefix}{i}"), gen))
         .collect()
@@ -116,7 +116,13 @@ async fn writes_needed(a: &Client, ns: &str, s: &Client, super_ns: &str) -> Resu
 
 /// Waits until every Database of the tenant's `ns` has a current copy in `super_ns` and no
 /// other copy is there.
-async fn converged(a: &Client, ns: &str, s: &Client, super_ns: &str, what: &str) -> Result<()> {
+pub(super) async fn converged(
+    a: &Client,
+    ns: &str,
+    s: &Client,
+    super_ns: &str,
+    what: &str,
+) -> Result<()> {
     eventually(what, Duration::from_secs(120), || async {
         let tenant = generations(a, ns).await?;
         Ok((generations(s, super_ns).await? == tenant).then_some(tenant.len()))

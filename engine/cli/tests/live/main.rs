@@ -13,6 +13,7 @@ mod names;
 mod operators;
 mod produced;
 mod public;
+mod shards;
 mod supers;
 mod sync;
 
@@ -238,6 +239,21 @@ mod admin_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn several_supers() {
         super::supers::several_supers(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+
+    // Replicas of their own, on eight tenants, with Leases in a namespace of their own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shards_follow_the_plan() {
+        super::shards::shards_follow_the_plan(super::Identity::Admin)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shard_owner_faults() {
+        super::shards::shard_owner_faults(super::Identity::Admin)
             .await
             .unwrap();
     }
