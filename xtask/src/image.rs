@@ -252,7 +252,41 @@ pub fn verify(path: &Path) -> Result<()> {
     if !out.status.success() || !text.contains(version()) {
         bail!("the extracted binary's --version said {text:?}");
     }
+    skopeo_reads(path, &config)?;
     println!("image: user {user}, entrypoint /ferry, {}", text.trim());
+    Ok(())
+}
+
+/// A real OCI client (skopeo, Debian's package) reads the archive: the config it finds is the
+/// one written, with the one layer.
+fn skopeo_reads(path: &Path, written: &Value) -> Result<()> {
+    let inspect = |args: &[&str]| -> Result<Value> {
+        let out = Command::new("skopeo")
+            .arg("inspect")
+            .args(args)
+            .arg(format!("oci-archive:{}", path.display()))
+            .output()
+            .context("skopeo (Debian's skopeo package; .ci/run installs it)")?;
+        if !out.status.success() {
+            bail!(
+                "skopeo inspect {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    let config = inspect(&["--config"])?;
+    if config["config"] != written["config"] || config["rootfs"] != written["rootfs"] {
+        bail!("skopeo reads another config than the one written: {config}");
+    }
+    let image = inspect(&[])?;
+    let layers = image["Layers"].as_array().map_or(0, Vec::len);
+    if layers != 1 || image["Os"] != "linux" {
+        bail!(
+            "skopeo reads {layers} layers and os {}: {image}",
+            image["Os"]
+        );
+    }
     Ok(())
 }
 

@@ -36,9 +36,7 @@ pub fn rbac(
         Err(e) => return Ok(fail(&e)),
     };
     let mut docs = ferry_core::rbac::cluster_roles(&policy);
-    let own = namespace.or(config
-        .as_ref()
-        .map(|c| c.leader_election.namespace.as_str()));
+    let own = namespace.or(config.as_ref().map(|c| c.ferry_namespace()));
     if let Some(own) = own {
         if let Some(why) = ferry_core::naming::dns_label_problem(own) {
             return Ok(fail(&format!("--namespace {own:?}: {why}")));
@@ -71,7 +69,7 @@ pub fn manifests(
         if let Err(e) = ferry_core::naming::Tenant::new(tenant) {
             return Ok(fail(&format!("--tenant {tenant:?}: {e}")));
         }
-        let namespace = &config.leader_election.namespace;
+        let namespace = config.ferry_namespace();
         print(&ferry_core::manifests::tenant(&policy, namespace))?;
         return Ok(0);
     }

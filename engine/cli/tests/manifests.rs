@@ -64,7 +64,14 @@ async fn namespaces(cluster: &kube::Client, names: &[&str]) {
 #[tokio::test]
 async fn manifests_are_accepted_by_the_api_servers() {
     let clusters = ferry_testkit::Clusters::connect().await.unwrap();
-    namespaces(&clusters.super_cluster, &["ferry-system", "vclusters"]).await;
+    // Into the second super cluster, with the real PrometheusRule CRD (the harness's supers
+    // hold the library's sparse overlay of it, which knows no `for`).
+    let west = clusters.supers.get("west").expect("the west super");
+    upstream_crd(
+        "west",
+        "testdata/upstream/prometheus-operator/prometheusrules.monitoring.coreos.com.yaml",
+    );
+    namespaces(west, &["ferry-system", "vclusters"]).await;
     namespaces(clusters.tenant("team-a"), &["ferry-system"]).await;
     let config = "testdata/manifests/ferry.yaml";
     for (replicas, scrapers) in [
@@ -81,10 +88,56 @@ async fn manifests_are_accepted_by_the_api_servers() {
             "{out}"
         );
         assert!(out.contains("kind: NetworkPolicy"), "{out}");
-        dry_run("super", &out);
+        dry_run("west", &out);
     }
     dry_run(
         "team-a",
         &ferry(&["manifests", "--config", config, "--tenant", "team-a"]),
     );
+    // Sharded: a StatefulSet of stable identities, no leader election, time to hand over.
+    let out = ferry(&[
+        "manifests",
+        "--config",
+        "testdata/manifests/sharded.yaml",
+        "--replicas",
+        "3",
+    ]);
+    assert!(
+        out.contains("kind: StatefulSet") && !out.contains("kind: Deployment"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("--leader-elect") && out.contains("POD_NAME"),
+        "{out}"
+    );
+    assert!(out.contains("terminationGracePeriodSeconds: 45"), "{out}");
+    assert!(
+        out.contains("kind: PrometheusRule") && out.contains("grafana_dashboard"),
+        "{out}"
+    );
+    dry_run("west", &out);
+}
+
+/// Installs an upstream CRD (server-side: it is too large for kubectl's annotation) into
+/// `cluster` and waits until it is established.
+fn upstream_crd(cluster: &str, file: &str) {
+    let kubeconfig = ferry_testkit::clusters_dir().join(format!("{cluster}.kubeconfig"));
+    let path = ferry_testkit::root().join(file);
+    for args in [
+        vec!["apply", "--server-side", "--force-conflicts", "-f"],
+        vec!["wait", "--for=condition=Established", "--timeout=60s", "-f"],
+    ] {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(&args)
+            .arg(&path)
+            .output()
+            .expect("kubectl is installed");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

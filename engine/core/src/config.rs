@@ -215,6 +215,14 @@ pub struct Config {
 }
 
 impl Config {
+    /// The namespace ferry runs in and keeps its Leases in: sharding's, else leader
+    /// election's.
+    pub fn ferry_namespace(&self) -> &str {
+        self.sharding
+            .as_ref()
+            .map_or(&self.leader_election.namespace, |s| &s.namespace)
+    }
+
     /// ferry's own namespaces in the first super cluster: the Lease's (leader election and
     /// sharding) and the tenant Secrets'. No tenant may own one.
     pub fn own_namespaces(&self) -> Vec<String> {

@@ -31,7 +31,10 @@ pub const RUN_AS: u32 = 65532;
 const NAME: &str = "ferry";
 
 mod deployment;
+mod monitoring;
 mod network;
+
+pub use monitoring::{dashboard, queries, rule_groups};
 
 /// A reason the manifests cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -43,8 +46,8 @@ pub struct Error {
     pub message: String,
 }
 
-/// What to deploy: the image, how many replicas (leader election on above one), and who may
-/// scrape the metrics.
+/// What to deploy: the image, how many replicas (leader election on above one, unless the
+/// configuration shards tenants), and who may scrape the metrics.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The container image.
@@ -130,7 +133,7 @@ pub fn super_cluster(
     policy: &Policy,
     options: &Options,
 ) -> Result<Manifests, Error> {
-    let namespace = config.leader_election.namespace.as_str();
+    let namespace = config.ferry_namespace();
     let files = files(config_path, policy)?;
     let root = common_root(&files);
     let mut data = Map::new();
@@ -200,9 +203,11 @@ pub fn super_cluster(
         items,
         port,
         kubeconfigs: !kubeconfigs.is_empty(),
+        sharding: config.sharding.as_ref(),
     };
     documents.push(deployment::deployment(pod, options));
-    let budget = if options.replicas > 1 {
+    // Sharded replicas are drained one at a time (each hands its tenants over).
+    let budget = if options.replicas > 1 && config.sharding.is_none() {
         json!({"minAvailable": 1})
     } else {
         json!({"maxUnavailable": 1})
@@ -231,6 +236,9 @@ pub fn super_cluster(
         port,
         &options.metrics_namespaces,
     ));
+    // Operating the fleet: the alerts (Prometheus Operator) and a Grafana dashboard.
+    documents.push(monitoring::prometheus_rule(namespace));
+    documents.push(monitoring::dashboard_config_map(namespace));
     if options.metrics_namespaces.is_empty() {
         warnings.push(format!(
             "no --metrics-namespace: the NetworkPolicy lets only the kubelet's probes reach port {port}; name the namespace Prometheus scrapes from"
@@ -336,7 +344,7 @@ fn rewritten(
         serde_yaml::to_value(json!({"address": format!("0.0.0.0:{port}")}))
             .map_err(|e| e.to_string())?,
     );
-    if options.replicas > 1 {
+    if options.replicas > 1 && config.sharding.is_none() {
         let le = &config.leader_election;
         spec.insert(
             "leaderElection".into(),

@@ -57,12 +57,16 @@ pub struct Metrics {
     /// Public objects of the same name in several super clusters (the first in config order
     /// is copied), by kind.
     pub public_conflicts: Family<Labels, Counter>,
+    /// Whether each cluster answered ferry's last request through its writer (1) or not (0).
+    pub reachable: Family<Labels, Gauge>,
     /// Sharding: what this replica owns, what nobody owns, moves and hand-overs.
     pub shard: ShardMetrics,
 }
 
 /// The metrics of a sharded replica (DESIGN.md "Sharding across replicas").
 pub struct ShardMetrics {
+    /// 1 while this replica's membership renewal is fresh (it may write), else 0.
+    pub member: Gauge,
     /// Tenants whose Lease this replica holds.
     pub owned: Gauge,
     /// Tenants of this replica's configuration whose Lease has been free or stale for over
@@ -78,6 +82,7 @@ pub struct ShardMetrics {
 impl ShardMetrics {
     fn new() -> Self {
         Self {
+            member: Gauge::default(),
             owned: Gauge::default(),
             unowned: Gauge::default(),
             moves: Family::default(),
@@ -86,6 +91,11 @@ impl ShardMetrics {
     }
 
     fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "shard_member",
+            "1 while this replica's membership renewal is fresh (it may write)",
+            self.member.clone(),
+        );
         registry.register(
             "tenants_owned",
             "Tenants whose Lease this replica holds",
@@ -173,9 +183,16 @@ impl Default for Metrics {
         );
         let shard = ShardMetrics::new();
         shard.register(&mut registry);
+        let reachable = Family::<Labels, Gauge>::default();
+        registry.register(
+            "cluster_reachable",
+            "1 when a cluster answered ferry's last request, 0 when it did not, by cluster",
+            reachable.clone(),
+        );
         Self {
             registry,
             shard,
+            reachable,
             writes,
             synced,
             queue_depth,

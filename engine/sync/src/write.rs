@@ -208,6 +208,14 @@ impl Writer {
             .requests
             .get_or_create(&labels(&[("cluster", &self.cluster)]))
             .observe(sent.elapsed().as_secs_f64());
+        let answered = matches!(
+            &result,
+            Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_)
+        );
+        self.metrics
+            .reachable
+            .get_or_create(&labels(&[("cluster", &self.cluster)]))
+            .set(i64::from(answered));
         let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
         match &result {
             Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_) => {

@@ -215,7 +215,7 @@ fn served_metrics() -> BTreeSet<String> {
     ] {
         counters.get_or_create(&Vec::new()).inc();
     }
-    for gauges in [&metrics.synced, &metrics.queue_depth] {
+    for gauges in [&metrics.synced, &metrics.queue_depth, &metrics.reachable] {
         gauges.get_or_create(&Vec::new()).set(1);
     }
     metrics.requests.get_or_create(&Vec::new()).observe(0.001);
@@ -281,4 +281,28 @@ fn the_guide_names_every_metric_and_reason() {
         .filter(|name| !page.contains(&format!("`{name}`")))
         .collect();
     assert!(missing.is_empty(), "not in the guide: {missing:?}");
+}
+
+/// Every query of the alerts and the dashboard `ferry manifests` prints names metrics ferry
+/// serves (histograms by their series: `_bucket`, `_sum`, `_count`).
+#[test]
+fn alerts_and_dashboard_query_served_metrics() {
+    let served = served_metrics();
+    let mut unknown = Vec::new();
+    for query in ferry_core::manifests::queries() {
+        for token in query.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !token.starts_with("ferry_") {
+                continue;
+            }
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| token.strip_suffix(s))
+                .unwrap_or(token);
+            if !served.contains(token) && !served.contains(base) {
+                unknown.push(format!("{token} in {query}"));
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "not served: {unknown:?}");
+    assert!(ferry_core::manifests::queries().len() >= 10);
 }

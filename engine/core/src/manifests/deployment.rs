@@ -1,6 +1,7 @@
-//! The Deployment of `ferry manifests`: one container, hardened (non-root, read-only root
-//! filesystem, no capabilities, seccomp), probes on the metrics port, the configuration tree
-//! and the kubeconfigs mounted read-only.
+//! The Deployment of `ferry manifests` (a StatefulSet with sharding: stable identities, the
+//! pod names): one container, hardened (non-root, read-only root filesystem, no capabilities,
+//! seccomp), probes on the metrics port, the configuration tree and the kubeconfigs mounted
+//! read-only.
 
 use serde_json::{json, Value};
 
@@ -21,6 +22,15 @@ pub(super) struct Pod<'a> {
     pub port: u16,
     /// Whether the `ferry-kubeconfigs` Secret is mounted.
     pub kubeconfigs: bool,
+    /// Sharding, when the configuration asks for it.
+    pub sharding: Option<&'a crate::config::Sharding>,
+}
+
+/// How long a sharded pod may take to stop: its membership released, every tenant drained
+/// (a third of the lease at most) and released, the reconciles in flight finished (10 s at
+/// most), with room to spare.
+fn grace_seconds(sharding: &crate::config::Sharding) -> u64 {
+    sharding.lease_duration.as_secs() + 30
 }
 
 /// The Deployment running `pod` as `options` say.
@@ -32,9 +42,10 @@ pub(super) fn deployment(pod: Pod<'_>, options: &Options) -> Value {
         items,
         port,
         kubeconfigs,
+        sharding,
     } = pod;
     let mut args = vec!["run", "--config", config, "--log-format", "json"];
-    if options.replicas > 1 {
+    if options.replicas > 1 && sharding.is_none() {
         args.push("--leader-elect");
     }
     let mut volumes = vec![
@@ -50,7 +61,7 @@ pub(super) fn deployment(pod: Pod<'_>, options: &Options) -> Value {
         mounts.push(json!({"name": "kubeconfigs", "mountPath": KUBECONFIG_DIR, "readOnly": true}));
     }
     let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": period, "timeoutSeconds": 2});
-    json!({
+    let mut workload = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta(NAME, Some(namespace)),
@@ -82,7 +93,11 @@ pub(super) fn deployment(pod: Pod<'_>, options: &Options) -> Value {
                         "name": NAME,
                         "image": options.image,
                         "args": args,
-                        "env": [{"name": "HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "env": [
+                            {"name": "HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            // The replica's identity in Leases and User-Agents.
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        ],
                         "ports": [{"name": "metrics", "containerPort": port}],
                         "livenessProbe": probe("/healthz", 10),
                         "readinessProbe": probe("/readyz", 5),
@@ -103,5 +118,25 @@ pub(super) fn deployment(pod: Pod<'_>, options: &Options) -> Value {
                 },
             },
         },
-    })
+    });
+    if let Some(sharding) = sharding {
+        stateful(&mut workload, sharding);
+    }
+    workload
+}
+
+/// `workload` as a StatefulSet: stable identities (the pod names), all started at once (a
+/// cold start moves no tenant twice), time to hand every tenant over when stopped.
+fn stateful(workload: &mut Value, sharding: &crate::config::Sharding) {
+    {
+        workload["kind"] = json!("StatefulSet");
+        let spec = &mut workload["spec"];
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("strategy");
+        }
+        spec["serviceName"] = json!("ferry-metrics");
+        spec["podManagementPolicy"] = json!("Parallel");
+        spec["updateStrategy"] = json!({"type": "RollingUpdate"});
+        spec["template"]["spec"]["terminationGracePeriodSeconds"] = json!(grace_seconds(sharding));
+    }
 }

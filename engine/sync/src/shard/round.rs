@@ -96,8 +96,9 @@ impl Shard {
         let mut draining = std::mem::take(&mut self.draining);
         for state in &draining {
             state.stop();
-            state.busy.drained(drain_bound(self.lease)).await;
         }
+        let bound = drain_bound(self.lease);
+        futures::future::join_all(draining.iter().map(|s| s.busy.drained(bound))).await;
         draining.retain(|s| s.busy.in_flight() > 0);
         self.draining = draining;
         if !self.draining.is_empty() {
@@ -186,6 +187,7 @@ impl Shard {
     /// Metrics and the status the probes show.
     fn report(&mut self, live: &[String], candidates: usize, unowned: usize) {
         let owned = self.owned.borrow().tenants.len();
+        self.metrics.shard.member.set(i64::from(self.fence.open()));
         self.metrics.shard.owned.set(owned as i64);
         self.metrics.shard.unowned.set(unowned as i64);
         let primed: Vec<String> = self
@@ -236,8 +238,9 @@ impl Shard {
         let states: Vec<_> = owned.iter().filter_map(|t| self.shared.tenant(t)).collect();
         for state in &states {
             state.stop();
-            let _ = state.busy.drained(drain_bound(self.lease)).await;
         }
+        let bound = drain_bound(self.lease);
+        futures::future::join_all(states.iter().map(|s| s.busy.drained(bound))).await;
         let leases = self.leases.list().await.unwrap_or_default();
         for t in owned.iter() {
             let lease = find(&leases, &tenant_lease(t));
