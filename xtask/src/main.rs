@@ -24,7 +24,7 @@ fn usage() -> ! {
         "usage: cargo xtask <task>\n\n\
          tasks:\n  \
          test                           run every test (starts local control planes)\n  \
-         bench [--translate]            run benchmarks, write target/bench/report.json\n  \
+         bench [--translate|--sync|--shard]  run benchmarks, write target/bench/*.json\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
          image [--debug]                OCI image archive of a static ferry: target/image/ferry-<version>.tar\n  \
          cluster up [--supers a,b] [--tenants c,d] [--audit]\n                                   start etcd + kube-apiservers on 127.0.0.1\n                                   (--audit: audit logs in target/clusters/audit/)\n  \
@@ -219,8 +219,8 @@ fn counts(rest: &str) -> (u64, u64) {
 fn bench(args: &[&str]) -> Result<()> {
     let all = args.is_empty();
     for a in args {
-        if !matches!(*a, "--translate" | "--sync") {
-            bail!("bench: unknown option {a} (expected --translate or --sync)");
+        if !matches!(*a, "--translate" | "--sync" | "--shard") {
+            bail!("bench: unknown option {a} (expected --translate, --sync or --shard)");
         }
     }
     if all || args.contains(&"--translate") {
@@ -273,6 +273,34 @@ fn bench(args: &[&str]) -> Result<()> {
                 .display()
         );
     }
+    if args.contains(&"--shard") {
+        bench_shard()?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask bench --shard`: control planes of its own, with audit logs.
+fn bench_shard() -> Result<()> {
+    println!(
+        "== bench --shard (release build; replicas over many tenants on the local control planes)"
+    );
+    let dir = controlplane::root().join("target/clusters-bench");
+    std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
+    controlplane::down()?;
+    controlplane::up(
+        &[controlplane::DEFAULT_SUPER.to_string()],
+        &["team-a".to_string(), "team-b".to_string()],
+        true,
+    )?;
+    let result = cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "shard"]);
+    controlplane::down()?;
+    result?;
+    println!(
+        "report: {}",
+        controlplane::root()
+            .join("target/bench/shard.json")
+            .display()
+    );
     Ok(())
 }
 

@@ -35,12 +35,17 @@ pub enum Action {
     Delete {
         /// Its uid (the delete's precondition).
         uid: String,
+        /// Its resourceVersion as decided on (the other precondition: a changed object is
+        /// decided again).
+        version: String,
     },
     /// Delete the copy (this uid) of an earlier tenant object of the same name; the next
     /// reconcile writes the new one.
     Recreate {
         /// The old copy's uid.
         uid: String,
+        /// Its resourceVersion.
+        version: String,
     },
     /// The cache cannot tell whether someone else's object holds the name: read it from the
     /// API server and decide again (`public_checked`) with this desired object.
@@ -100,6 +105,7 @@ fn going_or_earlier(copy: &Value, tenant_uid: &str) -> Option<Action> {
     } else if Ownership::of(copy).uid != Some(tenant_uid) {
         Some(Action::Recreate {
             uid: uid(copy).to_string(),
+            version: rv(copy).to_string(),
         })
     } else {
         None
@@ -152,6 +158,7 @@ pub fn remove(actual: Option<&Value>) -> Action {
     match actual {
         Some(a) if !deleting(a) => Action::Delete {
             uid: uid(a).to_string(),
+            version: rv(a).to_string(),
         },
         _ => Action::Nothing,
     }

@@ -470,13 +470,15 @@ impl Writer {
         resource: &ApiResource,
         namespace: &str,
         name: &str,
-        uid: &str,
+        (uid, version): (&str, &str),
     ) -> Result<()> {
         self.allowed(resource, namespace, name)?;
+        // The object decided on, unchanged since: a delete sent late (a replica paused
+        // mid-request) fails rather than removes a newer object.
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(uid.to_string()),
-                resource_version: None,
+                resource_version: (!version.is_empty()).then(|| version.to_string()),
             }),
             ..DeleteParams::background()
         };

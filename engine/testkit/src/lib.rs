@@ -14,6 +14,7 @@ pub mod audit;
 pub mod faults;
 pub mod live;
 pub mod object;
+pub mod shard;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -81,40 +81,14 @@ impl Fleet {
     /// `ferry shard plan` for `members`: tenant → owner.
     fn plan(&self, members: &[String]) -> Result<BTreeMap<String, String>> {
         let config = &self.replicas.values().next().context("a replica")?.config;
-        let out = std::process::Command::new(ferry_bin())
-            .args(["shard", "plan", "--config"])
-            .arg(config)
-            .arg("--members")
-            .arg(members.join(","))
-            .output()?;
-        ensure!(
-            out.status.success(),
-            "ferry shard plan: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8(out.stdout)?
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(t, o)| (t.to_string(), o.to_string()))
-            .collect())
+        ferry_testkit::shard::plan(ferry_bin(), config, members)
     }
 
     /// Tenant → holder of its Lease (absent: no Lease yet).
     async fn holders(&self, s: &Client) -> Result<BTreeMap<String, String>> {
-        let leases = kube::Api::<Lease>::namespaced(s.clone(), &self.namespace);
-        let list = leases.list(&ListParams::default()).await?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|l| {
-                let name = l.metadata.name?;
-                let tenant = name.strip_prefix("ferry-tenant-")?.to_string();
-                let holder = l.spec?.holder_identity.unwrap_or_default();
-                Some((tenant, holder))
-            })
-            .filter(|(t, _)| self.tenants.contains(t))
-            .collect())
+        let mut all = ferry_testkit::shard::holders(s, &self.namespace).await?;
+        all.retain(|t, _| self.tenants.contains(t));
+        Ok(all)
     }
 
     /// Waits until the tenant Leases' holders are `plan`; how long it took.

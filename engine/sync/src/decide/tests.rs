@@ -73,7 +73,10 @@ fn a_missing_copy_is_created_only_where_nothing_holds_the_name() {
     // The copy of an earlier tenant object of that name is not adopted; a going one awaited.
     assert_eq!(
         checked(Some(&mine), &key(), true, &d, "t2"),
-        Action::Recreate { uid: "c1".into() }
+        Action::Recreate {
+            uid: "c1".into(),
+            version: "7".into()
+        }
     );
     let mut going = mine.clone();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
@@ -139,13 +142,22 @@ fn the_copy_of_an_earlier_object_is_recreated_and_a_going_copy_awaited() {
     let current = copy(json!({"a": 1}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&current), "t2", false),
-        Action::Recreate { uid: "c1".into() }
+        Action::Recreate {
+            uid: "c1".into(),
+            version: "7".into()
+        }
     );
     let mut going = current.clone();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(to_super(&d, &hash, Some(&going), "t1", false), Action::Wait);
     assert_eq!(remove(Some(&going)), Action::Nothing);
-    assert_eq!(remove(Some(&current)), Action::Delete { uid: "c1".into() });
+    assert_eq!(
+        remove(Some(&current)),
+        Action::Delete {
+            uid: "c1".into(),
+            version: "7".into()
+        }
+    );
     assert_eq!(remove(None), Action::Nothing);
 }
 
@@ -213,7 +225,10 @@ fn a_gone_tenant_namespace_takes_its_super_namespace_only() {
     let mine = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
     assert_eq!(
         tenant_namespace(false, Some(&mine), "team-a", "shop", &want, None),
-        Action::Delete { uid: "n1".into() }
+        Action::Delete {
+            uid: "n1".into(),
+            version: String::new()
+        }
     );
     assert_eq!(
         tenant_namespace(true, Some(&mine), "team-a", "shop", &want, None),
@@ -321,7 +336,10 @@ fn public_copies_follow_their_super_object_and_tenant_edits_are_reverted() {
     assert_eq!(public_copy(Some(&d), Some(&edited), true), Action::Nothing);
     assert_eq!(
         public_copy(None, Some(&c), false),
-        Action::Delete { uid: "u5".into() }
+        Action::Delete {
+            uid: "u5".into(),
+            version: "5".into()
+        }
     );
     assert_eq!(public_copy(None, None, false), Action::Nothing);
 }

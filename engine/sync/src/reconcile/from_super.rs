@@ -72,13 +72,15 @@ impl Reconciler<'_> {
             )
             .await?;
         let out = match action {
-            Action::Delete { uid } => {
+            Action::Delete { uid, version } => {
                 if let Some(in_use) = self.crd_in_use(resource, copy.as_deref()).await? {
                     self.refuse(key, copy.as_deref(), &in_use).await;
                     return Ok(Outcome::again(CRD_IN_USE_RECHECK));
                 }
                 let why = "a super object that is gone or no longer public";
-                return self.copy_deleted(key, tenant_cache, api, &uid, why).await;
+                return self
+                    .copy_deleted(key, tenant_cache, api, (&uid, &version), why)
+                    .await;
             }
             Action::Refuse(refusal) => {
                 self.refuse(key, found.as_ref(), &refusal).await;
@@ -162,12 +164,15 @@ impl Reconciler<'_> {
         key: &Key,
         cache: &Cache,
         api: &ApiResource,
-        uid: &str,
+        target: (&str, &str),
         why: &str,
     ) -> Result<Outcome> {
         self.set_synced(key, false);
         let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
-        self.tenant.writer.delete(api, namespace, name, uid).await?;
+        self.tenant
+            .writer
+            .delete(api, namespace, name, target)
+            .await?;
         cache.forget(namespace, name);
         self.tenant.ledger().forget(key);
         tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of {why}");

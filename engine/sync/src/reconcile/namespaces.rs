@@ -197,8 +197,8 @@ impl Reconciler<'_> {
                     .merge_patch(&namespace_resource(), "", &super_ns, &patch)
                     .await
                     .map(|patched| target.namespaces.remember(patched)),
-                Action::Delete { uid } => writer
-                    .delete(&namespace_resource(), "", &super_ns, &uid)
+                Action::Delete { uid, version } => writer
+                    .delete(&namespace_resource(), "", &super_ns, (&uid, &version))
                     .await
                     .map(|()| {
                         tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, cluster = %target.name, "deleted the super namespace");

@@ -104,9 +104,11 @@ impl Reconciler<'_> {
             )
             .await?;
         let out = match action {
-            Action::Delete { uid } => {
+            Action::Delete { uid, version } => {
                 let why = "a produced object that is gone or no longer named or owned";
-                return self.copy_deleted(key, tenant_cache, api, &uid, why).await;
+                return self
+                    .copy_deleted(key, tenant_cache, api, (&uid, &version), why)
+                    .await;
             }
             Action::Refuse(refusal) => {
                 // On the object it was produced for: the tenant's own object stays untouched.
@@ -125,7 +127,14 @@ impl Reconciler<'_> {
                 // object's type changed): the copy is made anew, nothing is lost.
                 Err(e) if e.code() == Some(422) && copy.is_some() => {
                     let found = copy.as_deref().map(uid).unwrap_or_default().to_string();
-                    writer.delete(api, namespace, name, &found).await?;
+                    let version = copy
+                        .as_deref()
+                        .map(crate::object::rv)
+                        .unwrap_or_default()
+                        .to_string();
+                    writer
+                        .delete(api, namespace, name, (&found, &version))
+                        .await?;
                     tenant_cache.forget(namespace, name);
                     tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "a produced copy cannot change in place ({e}); it is made anew");
                     return Ok(Outcome::again(super::LOOK_AGAIN));

@@ -480,13 +480,13 @@ impl Reconciler<'_> {
         (resource, namespace, name): (&ApiResource, &str, &str),
         action: Action,
     ) -> Result<Outcome> {
-        let (Action::Delete { uid } | Action::Recreate { uid }) = action else {
+        let (Action::Delete { uid, version } | Action::Recreate { uid, version }) = action else {
             return Ok(Outcome::default());
         };
         let target = &self.shared.supers[i];
         target
             .writer
-            .delete(resource, namespace, name, &uid)
+            .delete(resource, namespace, name, (&uid, &version))
             .await?;
         target.caches[idx].forget(namespace, name);
         tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, "deleted the super copy");
