@@ -350,6 +350,7 @@ pub async fn run(options: Options) -> Result<()> {
         shard: writing.channels.as_ref().map(|c| ShardLink {
             owned: c.owned.clone(),
             candidates: c.candidates.clone(),
+            members: c.members.clone(),
         }),
     };
     let mut shard_task = shard.map(|s| tokio::spawn(s.run(stop_rx.clone())));

@@ -109,6 +109,9 @@ pub struct Channels {
     /// The tenants of the configuration (the supervisor sends them).
     pub candidates: watch::Sender<Vec<String>>,
     candidates_rx: watch::Receiver<Vec<String>>,
+    /// The live members, as last seen.
+    pub members: watch::Receiver<Vec<String>>,
+    members_tx: watch::Sender<Vec<String>>,
 }
 
 impl Channels {
@@ -116,12 +119,15 @@ impl Channels {
     pub fn new(lease: Duration) -> Self {
         let (owned_tx, owned) = watch::channel(Owned::default());
         let (candidates, candidates_rx) = watch::channel(Vec::new());
+        let (members_tx, members) = watch::channel(Vec::new());
         Self {
             fence: Arc::new(Fence::new(lease)),
             owned,
             owned_tx,
             candidates,
             candidates_rx,
+            members,
+            members_tx,
         }
     }
 }
@@ -135,6 +141,7 @@ pub struct Shard {
     fence: Arc<Fence>,
     owned: watch::Sender<Owned>,
     candidates: watch::Receiver<Vec<String>>,
+    members: watch::Sender<Vec<String>>,
     shared: Arc<Shared>,
     metrics: Arc<Metrics>,
     observer: Observer,
@@ -177,6 +184,7 @@ impl Shard {
             fence: channels.fence.clone(),
             owned: channels.owned_tx.clone(),
             candidates: channels.candidates_rx.clone(),
+            members: channels.members_tx.clone(),
             metrics: shared.metrics.clone(),
             shared,
             observer: Observer::new(lease),

@@ -184,6 +184,8 @@ pub struct ShardLink {
     pub owned: watch::Receiver<Owned>,
     /// The tenants configured (the file's and the Secrets').
     pub candidates: watch::Sender<Vec<String>>,
+    /// The live members (this one among them once it renews).
+    pub members: watch::Receiver<Vec<String>>,
 }
 
 impl Running {
@@ -383,8 +385,17 @@ pub async fn apply_all(
         .into_iter()
         .chain(policy.placement_namespaces())
         .collect();
-    let (wanted, refused) = merge(&statics, secrets, &running_now, &owned);
+    let (wanted, mut refused) = merge(&statics, secrets, &running_now, &owned);
     running.apply(&wanted).await;
+    // Sharded: each refused Secret is reported by one replica, its rendezvous owner.
+    if let Some(link) = &running.shard {
+        let members = link.members.borrow().clone();
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        refused.retain(|(secret, _)| {
+            let key = format!("secret/{}", secret.metadata.name.as_deref().unwrap_or(""));
+            ferry_core::shard::owner(&key, &members) == Some(running.identity.as_str())
+        });
+    }
     report(client, &running.identity, secrets, &refused).await;
 }
 

@@ -64,9 +64,10 @@ impl Reconciler<'_> {
         self.publish(object, &event).await;
     }
 
-    /// Publishes `event` on the tenant object `object` (only the leader does).
+    /// Publishes `event` on the tenant object `object` (only the leader, or a sharded
+    /// replica whose fence is open, does).
     pub(super) async fn publish(&self, object: &Value, event: &Event) {
-        if !*self.shared.leader.borrow() {
+        if !self.shared.gate.open() {
             return;
         }
         let text = |k: &str| object.get(k).and_then(Value::as_str).map(str::to_string);

@@ -206,6 +206,11 @@ impl Shard {
                 self.metrics.shard.handover.observe(seconds);
             }
         }
+        self.members.send_if_modified(|m| {
+            let changed = m.as_slice() != live;
+            *m = live.to_vec();
+            changed
+        });
         let mut inner = self.status.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.members = live.to_vec();
         inner.candidates = candidates;
