@@ -550,9 +550,10 @@ impl Probes {
         };
         let (ready, lines) = readiness(&shared);
         match &self.shard {
+            // Not ready before the membership is held (another process may hold this identity).
             Some(status) => {
                 let line = status.describe(&self.identity, shared.all_tenants().len());
-                (ready, format!("{line}\n{lines}"))
+                (ready && status.member(), format!("{line}\n{lines}"))
             }
             None => (ready, lines),
         }

@@ -87,6 +87,15 @@ impl Status {
         )
     }
 
+    /// Whether the membership is held (claimed, renewed at least once).
+    pub fn member(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .renewed
+            .is_some()
+    }
+
     /// A line for `/readyz`.
     pub fn describe(&self, identity: &str, owned: usize) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());

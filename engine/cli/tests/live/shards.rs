@@ -181,6 +181,20 @@ pub async fn shards_follow_the_plan(identity: Identity) -> Result<()> {
     fleet
         .until_held(&s, &plan, "the Leases name the plan's owners")
         .await?;
+    // A second process with a running replica's identity refuses to start.
+    let dup_dir = env.dir.join("duplicate");
+    std::fs::create_dir_all(&dup_dir)?;
+    let settings = fleet.settings(&env, &three[1]);
+    let mut dup = Ferry::start(ferry_bin(), &dup_dir, &settings, "ferry.log")?;
+    match dup.ready().await {
+        Err(e) if e.to_string().contains("is in use") => {}
+        other => anyhow::bail!(
+            "a second replica named {} started: {other:?}\n{}",
+            three[1],
+            dup.log()
+        ),
+    }
+    drop(dup);
     // Started at once: no tenant moved.
     let moved = fleet.metric("ferry_shard_moves_total", &[]).await?;
     ensure!(
