@@ -47,6 +47,25 @@ fn named(mut config: kube::Config) -> kube::Config {
     config
 }
 
+/// Creates namespace `name` unless it exists (ferry's own, for its Leases).
+pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    if namespaces.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.to_string());
+    match namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A kubeconfig that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error("kubeconfig {path}: {message}")]

@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
@@ -25,7 +24,7 @@ pub const RETRY: Duration = Duration::from_secs(2);
 /// One replica's view of the lease.
 pub struct Elector {
     api: Api<Lease>,
-    namespaces: Api<Namespace>,
+    client: Client,
     namespace: String,
     name: String,
     identity: String,
@@ -45,7 +44,7 @@ impl Elector {
     pub fn new(client: Client, namespace: &str, name: &str, identity: String) -> Self {
         Self {
             api: Api::namespaced(client.clone(), namespace),
-            namespaces: Api::all(client),
+            client,
             namespace: namespace.to_string(),
             name: name.to_string(),
             identity,
@@ -102,7 +101,7 @@ impl Elector {
     async fn attempt(&self) -> Result<Attempt, kube::Error> {
         let now = Timestamp::now();
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
-            self.ensure_namespace().await?;
+            crate::client::ensure_namespace(&self.client, &self.namespace).await?;
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
@@ -158,24 +157,6 @@ impl Elector {
             renew_time: Some(MicroTime(now)),
             lease_transitions: Some(transitions),
             ..LeaseSpec::default()
-        }
-    }
-
-    async fn ensure_namespace(&self) -> Result<(), kube::Error> {
-        if self.namespaces.get_opt(&self.namespace).await?.is_some() {
-            return Ok(());
-        }
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(self.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        match self.namespaces.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(e),
         }
     }
 

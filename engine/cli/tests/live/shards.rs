@@ -116,6 +116,24 @@ impl Fleet {
         Ok(sum)
     }
 
+    /// Checks that the replicas counted one move for `reason` per tenant `plan` gave `from`.
+    async fn moves_counted(
+        &self,
+        reason: &str,
+        plan: &BTreeMap<String, String>,
+        from: &str,
+    ) -> Result<()> {
+        let counted = self
+            .metric("ferry_shard_moves_total", &[("reason", reason)])
+            .await?;
+        let expected = plan.values().filter(|o| *o == from).count() as f64;
+        ensure!(
+            counted == expected,
+            "{counted} moves counted `{reason}`; {from} held {expected} tenants"
+        );
+        Ok(())
+    }
+
     fn logs(&self) -> String {
         self.replicas
             .iter()
@@ -248,14 +266,7 @@ pub async fn shards_follow_the_plan(identity: Identity) -> Result<()> {
         took < Duration::from_secs(LEASE_S),
         "r0's tenants moved {took:?} after it stopped: no faster than its membership expiring ({LEASE_S}s)"
     );
-    let released = fleet
-        .metric("ferry_shard_moves_total", &[("reason", "release")])
-        .await?;
-    let expected = plan.values().filter(|o| **o == r0).count() as f64;
-    ensure!(
-        released == expected,
-        "{released} moves counted `release`; r0 held {expected} tenants"
-    );
+    fleet.moves_counted("release", &plan, &r0).await?;
     // A fourth replica: exactly the tenants it now wins move, only to it, and nothing is
     // written for objects that did not change.
     let before = log.writes()?.len();
@@ -348,14 +359,7 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
         )
         .await?;
     }
-    let failovers = fleet
-        .metric("ferry_shard_moves_total", &[("reason", "failover")])
-        .await?;
-    let victims = plan.values().filter(|o| **o == victim).count() as f64;
-    ensure!(
-        failovers == victims,
-        "{failovers} failovers counted for the {victims} tenants of the killed replica"
-    );
+    fleet.moves_counted("failover", &plan, &victim).await?;
     // Pause an owner until its tenants move, change its tenants' objects, resume it.
     let live: Vec<String> = three.iter().filter(|m| **m != victim).cloned().collect();
     let paused = live[0].clone();

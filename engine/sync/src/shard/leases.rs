@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
@@ -34,7 +33,7 @@ pub fn tenant_lease(tenant: &str) -> String {
 #[derive(Clone)]
 pub struct Leases {
     api: Api<Lease>,
-    namespaces: Api<Namespace>,
+    client: Client,
     namespace: String,
     /// Seconds written as `leaseDurationSeconds` (for humans and other tools).
     seconds: i32,
@@ -45,7 +44,7 @@ impl Leases {
     pub fn new(client: Client, namespace: &str, seconds: i32) -> Self {
         Self {
             api: Api::namespaced(client.clone(), namespace),
-            namespaces: Api::all(client),
+            client,
             namespace: namespace.to_string(),
             seconds,
         }
@@ -93,7 +92,7 @@ impl Leases {
         };
         let result = match found {
             None => {
-                self.ensure_namespace().await?;
+                crate::client::ensure_namespace(&self.client, &self.namespace).await?;
                 self.api.create(&PostParams::default(), &lease).await
             }
             Some(_) => self.api.replace(name, &PostParams::default(), &lease).await,
@@ -115,24 +114,6 @@ impl Leases {
             renew_time: now,
             lease_transitions: Some(transitions),
             ..LeaseSpec::default()
-        }
-    }
-
-    async fn ensure_namespace(&self) -> kube::Result<()> {
-        if self.namespaces.get_opt(&self.namespace).await?.is_some() {
-            return Ok(());
-        }
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(self.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        match self.namespaces.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(e),
         }
     }
 }
