@@ -67,10 +67,12 @@ async fn manifests_are_accepted_by_the_api_servers() {
     // Into the second super cluster, with the real PrometheusRule CRD (the harness's supers
     // hold the library's sparse overlay of it, which knows no `for`).
     let west = clusters.supers.get("west").expect("the west super");
-    upstream_crd(
-        "west",
-        "testdata/upstream/prometheus-operator/prometheusrules.monitoring.coreos.com.yaml",
-    );
+    for crd in ["prometheusrules", "servicemonitors"] {
+        upstream_crd(
+            "west",
+            &format!("testdata/upstream/prometheus-operator/{crd}.monitoring.coreos.com.yaml"),
+        );
+    }
     namespaces(west, &["ferry-system", "vclusters"]).await;
     namespaces(clusters.tenant("team-a"), &["ferry-system"]).await;
     let config = "testdata/manifests/ferry.yaml";

@@ -2,9 +2,10 @@
 //! its namespace and service account, the ClusterRole of `ferry rbac` bound to it, the Role
 //! holding its Lease in its own namespace (and the Role for `tenantSecrets`), a ConfigMap with
 //! the configuration, policies, schemas and transforms (their tree kept, so relative paths
-//! still hold), a Secret with the static tenants' kubeconfigs, a hardened Deployment, a
-//! PodDisruptionBudget, a metrics Service and a NetworkPolicy keeping tenant workloads away
-//! from its port; and, per tenant, what to apply there.
+//! still hold), a Secret with the static tenants' kubeconfigs, a hardened Deployment (a
+//! StatefulSet, sharded), a PodDisruptionBudget, a metrics Service and a NetworkPolicy keeping
+//! tenant workloads away from its port, a ServiceMonitor, the alerts and a dashboard; and,
+//! per tenant, what to apply there.
 //!
 //! ```text
 //!  SyncConfig + Policy ─▶ files (common root) ─▶ ConfigMap items ─┐
@@ -237,6 +238,7 @@ pub fn super_cluster(
         &options.metrics_namespaces,
     ));
     // Operating the fleet: the alerts (Prometheus Operator) and a Grafana dashboard.
+    documents.push(monitoring::service_monitor(namespace));
     documents.push(monitoring::prometheus_rule(namespace));
     documents.push(monitoring::dashboard_config_map(namespace));
     if options.metrics_namespaces.is_empty() {

@@ -186,7 +186,8 @@ pub fn cluster_roles(policy: &Policy) -> Vec<Value> {
 /// holding the Lease of leader election, or sharding's membership and tenant Leases: read
 /// them (sharding lists them every round), create each once, and renew, take over or
 /// release one by replacing it under its resourceVersion (the compare-and-swap of
-/// `engine/sync/src/leader.rs` and `engine/sync/src/shard/leases.rs`, a PUT: `update`). A Role, not the ClusterRole: ferry holds no
+/// `engine/sync/src/leader.rs` and `engine/sync/src/shard/leases.rs`, a PUT: `update`), and
+/// delete the membership Lease of a replica gone for good (at the version read). A Role, not the ClusterRole: ferry holds no
 /// Lease anywhere else, and a tenant's super namespace may hold Leases of its own workloads.
 pub fn lease_role(namespace: &str) -> Value {
     json!({
@@ -198,7 +199,7 @@ pub fn lease_role(namespace: &str) -> Value {
             "labels": {"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "super"},
         },
         "rules": [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update", "delete"]},
         ],
     })
 }

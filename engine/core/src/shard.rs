@@ -51,7 +51,7 @@ pub fn plan<'a>(tenants: &'a [String], members: &[&'a str]) -> Vec<(&'a str, &'a
 /// lowercase letters, digits, `-` and `.`, starting and ending alphanumeric, at most 240
 /// characters. Gives why not.
 pub fn identity_problem(identity: &str) -> Option<String> {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if identity.is_empty() || identity.len() > 240 {
         return Some(format!(
@@ -59,11 +59,16 @@ pub fn identity_problem(identity: &str) -> Option<String> {
             identity.len()
         ));
     }
-    if !identity.chars().all(ok_char)
-        || !edge(identity.chars().next())
-        || !edge(identity.chars().last())
-    {
-        return Some(format!("expected lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, found {identity:?}"));
+    // `ferry-member-<identity>` must be a DNS subdomain: labels of 1 to 63 characters.
+    let bad = identity.split('.').any(|label| {
+        label.is_empty()
+            || label.len() > 63
+            || !label.chars().all(ok_char)
+            || !edge(label.chars().next())
+            || !edge(label.chars().last())
+    });
+    if bad {
+        return Some(format!("expected dot-separated labels of lowercase letters, digits and '-' (each 1 to 63 characters, starting and ending with a letter or digit), found {identity:?}"));
     }
     None
 }
@@ -125,7 +130,22 @@ mod tests {
     fn identities() {
         assert!(identity_problem("ferry-0").is_none());
         assert!(identity_problem("host.example-123").is_none());
-        for bad in ["", "-a", "a-", "A", "a_b", "a/b", &"a".repeat(241)] {
+        let long_label = "a".repeat(64);
+        let long = "a".repeat(241);
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a/b",
+            "a..b",
+            "a.-b",
+            "a-.b",
+            ".a",
+            &long_label,
+            &long,
+        ] {
             assert!(identity_problem(bad).is_some(), "{bad}");
         }
     }

@@ -298,6 +298,7 @@ pub async fn run(options: Options) -> Result<()> {
         queues,
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    let config_lease = config.sharding.as_ref().map(|s| s.lease_duration);
     let shard = config
         .sharding
         .as_ref()
@@ -367,7 +368,9 @@ pub async fn run(options: Options) -> Result<()> {
     // Sharded: the fence shut, the membership released, every tenant drained and released.
     if let Some(task) = shard_task.filter(|t| !t.is_finished()) {
         stop_tx.send_replace(true);
-        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        // Its drain is bounded by a third of the lease; releases take a request each.
+        let lease = config_lease.unwrap_or_default();
+        let _ = tokio::time::timeout(lease / 3 + Duration::from_secs(20), task).await;
     }
     engine.finish(elector, &stop_tx).await;
     on_leader.abort();

@@ -52,6 +52,7 @@ pub enum Error {
 pub struct Status {
     lease: Duration,
     started: Instant,
+    fence: Arc<Fence>,
     inner: Mutex<StatusInner>,
 }
 
@@ -63,10 +64,11 @@ struct StatusInner {
 }
 
 impl Status {
-    fn new(lease: Duration) -> Self {
+    fn new(lease: Duration, fence: Arc<Fence>) -> Self {
         Self {
             lease,
             started: Instant::now(),
+            fence,
             inner: Mutex::default(),
         }
     }
@@ -87,20 +89,22 @@ impl Status {
         )
     }
 
-    /// Whether the membership is held (claimed, renewed at least once).
+    /// Whether this replica may write: its membership renewal is fresh and its tenants
+    /// checked (a replica that cannot renew, or not yet, is not ready).
     pub fn member(&self) -> bool {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .renewed
-            .is_some()
+        self.fence.open()
     }
 
     /// A line for `/readyz`.
     pub fn describe(&self, identity: &str, owned: usize) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let fenced = if self.fence.open() {
+            ""
+        } else {
+            " (fenced: its membership renewal is not fresh; it writes nothing)"
+        };
         format!(
-            "shard: member {identity} of {} live ({}), owns {owned} of {} tenants",
+            "shard: member {identity}{fenced} of {} live ({}), owns {owned} of {} tenants",
             inner.members.len(),
             inner.members.join(", "),
             inner.candidates
@@ -202,7 +206,7 @@ impl Shard {
             taking: BTreeMap::new(),
             rounds: 0,
             draining: Vec::new(),
-            status: Arc::new(Status::new(lease)),
+            status: Arc::new(Status::new(lease, channels.fence.clone())),
         }
     }
 
@@ -232,8 +236,14 @@ impl Shard {
         self.leases.spec(Some(&self.identity), 0)
     }
 
+    /// The membership's annotations: this process's instance, the digest of its tenants.
     fn instance_annotation(&self) -> BTreeMap<String, String> {
-        [(ANNOTATION_INSTANCE.to_string(), self.instance.clone())].into()
+        let digest = decide::digest(&self.candidates.borrow());
+        [
+            (ANNOTATION_INSTANCE.to_string(), self.instance.clone()),
+            (leases::ANNOTATION_TENANTS.to_string(), digest),
+        ]
+        .into()
     }
 
     /// Takes this identity's membership Lease. Held by another process (another instance)
@@ -327,11 +337,26 @@ impl Shard {
                 return Ok(None);
             }
         }
-        // Someone wrote it: this process, a moment ago (an answer lost), or another.
+        // Someone wrote it: this process, a moment ago (an answer lost), someone annotating
+        // it, or another process with this identity.
         match self.leases.get(&name).await {
             Ok(Some(l)) if annotation(&l, ANNOTATION_INSTANCE) == Some(&self.instance) => {
-                self.mine = Some(l);
-                Ok(None)
+                let sent = Instant::now();
+                let (spec, annotations) = (self.membership_spec(), self.instance_annotation());
+                let again = self
+                    .leases
+                    .swap((&name, "member"), Some(&l), spec, annotations);
+                match again.await {
+                    Ok(Some(written)) => {
+                        self.mine = Some(written);
+                        self.renewed(sent);
+                        Ok(Some(sent))
+                    }
+                    _ => {
+                        self.mine = Some(l);
+                        Ok(None)
+                    }
+                }
             }
             Ok(Some(_)) => Err(Error::InUse {
                 identity: self.identity.clone(),

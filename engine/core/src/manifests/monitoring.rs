@@ -19,6 +19,14 @@ struct Alert {
 
 const ALERTS: &[Alert] = &[
     Alert {
+        name: "FerryAbsent",
+        expr: "absent(ferry_leader)",
+        hold: "5m",
+        severity: "critical",
+        summary: "no ferry replica is scraped: nothing syncs, and no other alert of ferry can fire",
+        action: "Check ferry's pods (kubectl -n <ferry namespace> get pods), the ServiceMonitor and the NetworkPolicy's --metrics-namespace.",
+    },
+    Alert {
         name: "FerryTenantsUnowned",
         expr: "max(ferry_tenants_unowned) > 0",
         hold: "5m",
@@ -84,6 +92,19 @@ pub(super) fn prometheus_rule(namespace: &str) -> Value {
         "kind": "PrometheusRule",
         "metadata": meta("ferry", Some(namespace)),
         "spec": rule_groups(),
+    })
+}
+
+/// The `ServiceMonitor` scraping the metrics Service in `namespace` (Prometheus Operator).
+pub(super) fn service_monitor(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": meta("ferry", Some(namespace)),
+        "spec": {
+            "selector": {"matchLabels": super::labels()},
+            "endpoints": [{"port": "metrics", "interval": "30s"}],
+        },
     })
 }
 

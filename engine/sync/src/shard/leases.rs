@@ -16,8 +16,11 @@ pub const LABEL_SHARD: &str = "ferry.dev/shard";
 /// The annotation naming the process holding a membership Lease (a random instance id: two
 /// processes with one identity tell each other apart by it).
 pub const ANNOTATION_INSTANCE: &str = "ferry.dev/instance";
-/// The annotation a released tenant Lease carries: why (`shutdown` or `moved`).
+/// The annotation a Lease ferry released carries: why (`shutdown`, `moved`, `unconfigured`).
 pub const ANNOTATION_RELEASED: &str = "ferry.dev/released";
+/// The annotation of a membership Lease naming the digest of the replica's configured
+/// tenants (`shard/decide.rs`, `digest`).
+pub const ANNOTATION_TENANTS: &str = "ferry.dev/tenants-sha256";
 
 /// The membership Lease of `identity`.
 pub fn member_lease(identity: &str) -> String {
@@ -100,6 +103,22 @@ impl Leases {
         match result {
             Ok(written) => Ok(Some(written)),
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes Lease `name` if it is still at `version`.
+    pub async fn delete(&self, name: &str, version: &str) -> kube::Result<()> {
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: Some(version.to_string()),
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
             Err(e) => Err(e),
         }
     }

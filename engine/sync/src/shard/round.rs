@@ -25,21 +25,28 @@ impl Shard {
             Ok(leases) => leases,
             Err(e) => {
                 tracing::warn!(error = %e, "sharding: cannot list the Leases; writes stop when the fence closes");
+                if !self.fence.open() {
+                    self.metrics.shard.member.set(0);
+                    self.metrics.shard.owned.set(0);
+                }
                 return Ok(());
             }
         };
         let now = Instant::now();
         self.observer.observe(&leases, now);
         let candidates = self.candidates.borrow().clone();
+        let digest = super::decide::digest(&candidates);
+        // One failed renewal is no reason to give tenants away while the fence is open.
         let round = Round {
             me: &self.identity,
-            renewed: sent.is_some(),
+            renewed: sent.is_some() || self.fence.open(),
             candidates: &candidates,
+            digest: &digest,
             taken_with: &self.taken_with,
             now,
         };
         let mut decisions = self.observer.decide(&leases, &round);
-        let live = self.observer.live(&leases, &round);
+        let live = self.observer.live(&round);
         let handed = self.hand_over(&leases, &candidates, &decisions).await;
         // The fence opens only once every tenant another replica holds now is stopped and
         // drained: a replica resumed after a pause writes nothing for what moved meanwhile.
@@ -51,7 +58,28 @@ impl Shard {
         }
         self.take(&leases, &decisions, &live).await;
         self.report(&live, candidates.len(), decisions.unowned);
+        self.collect(&leases).await;
         Ok(())
+    }
+
+    /// Deletes membership Leases released, or left unchanged for ten leases (replicas gone
+    /// for good: hostname-pid identities outside a pod), at the version read.
+    async fn collect(&self, leases: &[Lease]) {
+        for lease in leases {
+            let name = lease.metadata.name.as_deref().unwrap_or("");
+            let version = lease.metadata.resource_version.as_deref().unwrap_or("");
+            if !self.observer.collectable(name) || name == super::member_lease(&self.identity) {
+                continue;
+            }
+            match self.leases.delete(name, version).await {
+                Ok(()) => {
+                    tracing::info!(lease = %name, "sharding: membership Lease of a replica gone for good deleted")
+                }
+                Err(e) => {
+                    tracing::debug!(lease = %name, error = %e, "sharding: membership Lease not deleted")
+                }
+            }
+        }
     }
 
     /// Publishes `tenants` as owned (a new generation when it changed).
@@ -187,8 +215,13 @@ impl Shard {
     /// Metrics and the status the probes show.
     fn report(&mut self, live: &[String], candidates: usize, unowned: usize) {
         let owned = self.owned.borrow().tenants.len();
-        self.metrics.shard.member.set(i64::from(self.fence.open()));
-        self.metrics.shard.owned.set(owned as i64);
+        let member = self.fence.open();
+        self.metrics.shard.member.set(i64::from(member));
+        // A fenced replica owns nothing it may write for.
+        self.metrics
+            .shard
+            .owned
+            .set(if member { owned as i64 } else { 0 });
         self.metrics.shard.unowned.set(unowned as i64);
         let primed: Vec<String> = self
             .taking
@@ -222,14 +255,10 @@ impl Shard {
         self.fence.close();
         let name = super::member_lease(&self.identity);
         let spec = self.leases.spec(None, 0);
+        let released = [(ANNOTATION_RELEASED.to_string(), "shutdown".to_string())].into();
         match self
             .leases
-            .swap(
-                (&name, "member"),
-                self.mine.as_ref(),
-                spec,
-                Default::default(),
-            )
+            .swap((&name, "member"), self.mine.as_ref(), spec, released)
             .await
         {
             Ok(Some(_)) => tracing::info!("sharding: membership released"),

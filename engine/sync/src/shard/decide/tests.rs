@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::super::leases::member_lease;
 use super::*;
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -43,6 +44,7 @@ fn round<'a>(
         me,
         renewed: true,
         candidates,
+        digest: "d",
         taken_with,
         now,
     }
@@ -141,7 +143,15 @@ fn a_holder_releases_to_a_new_winner_once_members_change() {
     assert_eq!(d.keep.len(), 60);
     leases.push(member("b", "1"));
     a.observe(&leases, t0);
+    // Nothing is handed to a member that just joined: it takes nothing yet.
     let d = a.decide(&leases, &round("a", &candidates, &taken_with, t0));
+    assert_eq!(d.keep.len(), 60, "{:?}", d.release);
+    let settled = t0 + a.settle();
+    leases[0] = member("a", "2");
+    let last = leases.len() - 1;
+    leases[last] = member("b", "2");
+    a.observe(&leases, settled);
+    let d = a.decide(&leases, &round("a", &candidates, &taken_with, settled));
     for t in &d.release {
         assert_eq!(ferry_core::shard::owner(t, &["a", "b"]), Some("b"));
     }
@@ -201,4 +211,119 @@ fn a_lower_rank_waits_again_after_the_lease_changed() {
     a.observe(&renewed, later + LEASE);
     let d = a.decide(&renewed, &round("a", &candidates, &none, later + LEASE));
     assert_eq!(d.take, vec![(t, Some(Move::Fallback))]);
+}
+
+/// A tenant `b` wins over `a`.
+fn won_by_b() -> String {
+    (0..)
+        .map(|i| format!("t{i}"))
+        .find(|t| ferry_core::shard::owner(t, &["a", "b"]) == Some("b"))
+        .unwrap()
+}
+
+#[test]
+fn a_member_lasts_the_longer_of_both_leases() {
+    let t = won_by_b();
+    let candidates = vec![t.clone()];
+    let none = BTreeMap::new();
+    let mut b = member("b", "1");
+    b.spec.as_mut().unwrap().lease_duration_seconds = Some(30);
+    let leases = vec![member("a", "1"), b, tenant(&t, "b")];
+    let t0 = Instant::now();
+    let mut a = Observer::new(LEASE);
+    a.observe(&leases, t0);
+    let later = t0 + Duration::from_secs(20);
+    assert!(a
+        .decide(&leases, &round("a", &candidates, &none, later))
+        .take
+        .is_empty());
+    let d = a.decide(
+        &leases,
+        &round("a", &candidates, &none, t0 + Duration::from_secs(30)),
+    );
+    assert_eq!(d.take, vec![(t, Some(Move::Failover))]);
+}
+
+#[test]
+fn a_deleted_or_cleared_membership_is_live_until_stale_a_released_one_is_gone() {
+    let t = won_by_b();
+    let candidates = vec![t.clone()];
+    let none = BTreeMap::new();
+    let t0 = Instant::now();
+    let mut a = Observer::new(LEASE);
+    a.observe(&[member("a", "1"), member("b", "1"), tenant(&t, "b")], t0);
+    // Deleted by an admin: b may still be writing.
+    let deleted = vec![member("a", "2"), tenant(&t, "b")];
+    a.observe(&deleted, t0 + Duration::from_secs(1));
+    let soon = t0 + Duration::from_secs(2);
+    assert!(a
+        .decide(&deleted, &round("a", &candidates, &none, soon))
+        .take
+        .is_empty());
+    let stale = t0 + LEASE;
+    assert_eq!(
+        a.decide(&deleted, &round("a", &candidates, &none, stale))
+            .take
+            .len(),
+        1
+    );
+    // Holder cleared by hand: still b's until stale.
+    let mut b = Observer::new(LEASE);
+    let cleared = vec![
+        member("a", "1"),
+        lease(&member_lease("b"), "member", "", "2"),
+        tenant(&t, "b"),
+    ];
+    b.observe(&cleared, t0);
+    assert!(b
+        .decide(&cleared, &round("a", &candidates, &none, soon))
+        .take
+        .is_empty());
+    // Released by ferry (SIGTERM): gone at once.
+    let mut released = lease(&member_lease("b"), "member", "", "3");
+    released.metadata.annotations =
+        Some([(ANNOTATION_RELEASED.to_string(), "shutdown".to_string())].into());
+    let leases = vec![member("a", "1"), released, tenant(&t, "b")];
+    let mut c = Observer::new(LEASE);
+    c.observe(&leases, t0);
+    assert_eq!(
+        c.decide(&leases, &round("a", &candidates, &none, t0))
+            .take
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_fallback_holder_hands_over_once_the_winner_has_its_tenants() {
+    let t = won_by_b();
+    let candidates = vec![t.clone()];
+    let taken_with: BTreeMap<String, Vec<String>> =
+        [(t.clone(), vec!["a".to_string(), "b".to_string()])].into();
+    let with_digest = |version: &str, digest: &str| {
+        let mut b = member("b", version);
+        b.metadata.annotations = Some(
+            [(
+                super::super::leases::ANNOTATION_TENANTS.to_string(),
+                digest.to_string(),
+            )]
+            .into(),
+        );
+        b
+    };
+    let t0 = Instant::now();
+    let mut a = Observer::new(LEASE);
+    let leases = vec![member("a", "1"), with_digest("1", "other"), tenant(&t, "a")];
+    a.observe(&leases, t0);
+    let later = t0 + a.settle();
+    let leases = vec![member("a", "2"), with_digest("2", "other"), tenant(&t, "a")];
+    a.observe(&leases, later);
+    // b, live all along, lacks the tenant: a keeps it.
+    let d = a.decide(&leases, &round("a", &candidates, &taken_with, later));
+    assert!(d.keep.contains(&t), "{d:?}");
+    // b's configuration caught up (same digest as a's): handed over.
+    let leases = vec![member("a", "3"), with_digest("3", "d"), tenant(&t, "a")];
+    a.observe(&leases, later);
+    let d = a.decide(&leases, &round("a", &candidates, &taken_with, later));
+    assert_eq!(d.release, vec![t]);
 }
