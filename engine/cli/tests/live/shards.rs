@@ -359,9 +359,14 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
         )
         .await?;
     }
+    // Every tenant of the victim taken (those on team-b too), then counted.
+    let live: Vec<String> = three.iter().filter(|m| **m != victim).cloned().collect();
+    let after_kill = fleet.plan(&live)?;
+    fleet
+        .until_held(&s, &after_kill, "the killed replica's tenants taken")
+        .await?;
     fleet.moves_counted("failover", &plan, &victim).await?;
     // Pause an owner until its tenants move, change its tenants' objects, resume it.
-    let live: Vec<String> = three.iter().filter(|m| **m != victim).cloned().collect();
     let paused = live[0].clone();
     let plan2 = fleet.plan(&live)?;
     let pid = fleet.replicas[&paused].pid().context("runs")?;
