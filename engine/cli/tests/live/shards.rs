@@ -116,6 +116,16 @@ impl Fleet {
         Ok(sum)
     }
 
+    /// Waits until every team-a tenant's copies of namespace `ns` match the tenant's
+    /// Databases (`a`, the super `s`): nothing lost, nothing orphaned.
+    async fn converged(&self, a: &Client, s: &Client, ns: &str, when: &str) -> Result<()> {
+        for t in self.on_team_a() {
+            let what = format!("tenant {t} converged {when}");
+            converged(a, ns, s, &format!("{t}-{ns}"), &what).await?;
+        }
+        Ok(())
+    }
+
     /// Checks that the replicas counted one move for `reason` per tenant `plan` gave `from`.
     async fn moves_counted(
         &self,
@@ -349,16 +359,9 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
     drop(ferry);
     running.await??;
     second.await??;
-    for t in fleet.on_team_a() {
-        converged(
-            &a,
-            &ns,
-            &s,
-            &format!("{t}-{ns}"),
-            &format!("tenant {t} converged after its owner was killed"),
-        )
+    fleet
+        .converged(&a, &s, &ns, "after its owner was killed")
         .await?;
-    }
     // Every tenant of the victim taken (those on team-b too), then counted.
     let live: Vec<String> = three.iter().filter(|m| **m != victim).cloned().collect();
     let after_kill = fleet.plan(&live)?;
@@ -368,7 +371,7 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
     fleet.moves_counted("failover", &plan, &victim).await?;
     // Pause an owner until its tenants move, change its tenants' objects, resume it.
     let paused = live[0].clone();
-    let plan2 = fleet.plan(&live)?;
+    let plan2 = after_kill;
     let pid = fleet.replicas[&paused].pid().context("runs")?;
     faults::signal(pid, "STOP")?;
     let alone = fleet.plan(&live[1..])?;
@@ -381,16 +384,7 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
     fleet
         .until_held(&s, &plan2, "the resumed replica took its tenants back")
         .await?;
-    for t in fleet.on_team_a() {
-        converged(
-            &a,
-            &ns,
-            &s,
-            &format!("{t}-{ns}"),
-            "converged after the pause",
-        )
-        .await?;
-    }
+    fleet.converged(&a, &s, &ns, "after the pause").await?;
     let leases = kube::Api::<Lease>::namespaced(s.clone(), &fleet.namespace);
     for t in fleet.on_team_a() {
         let lease = leases.get(&format!("ferry-tenant-{t}")).await?;
