@@ -1,5 +1,5 @@
 //! Every reconcile decision, as pure functions of what should exist, what does, and what
-//! ferry remembers writing: they return an [`Action`] and never touch an API server. The
+//! ferry remembers writing: they return what to do (each its own type) and never touch an API server. The
 //! executors in `reconcile` read the caches, translate, call these, and carry the action out.
 //!
 //! Invariants decided here, once: ferry never writes over a super object or namespace that
@@ -16,41 +16,93 @@ use crate::key::{slash, Key};
 use crate::ledger::Part;
 use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
 
-/// What to do about one object.
+/// An object to delete, as decided on: its uid and resourceVersion are the delete's
+/// preconditions (a changed object is decided again).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// It is as it should be.
+pub struct Doomed {
+    /// Its uid.
+    pub uid: String,
+    /// Its resourceVersion as decided on.
+    pub version: String,
+}
+
+impl Doomed {
+    /// `object`, to be deleted as it is.
+    pub fn of(object: &Value) -> Self {
+        Self {
+            uid: uid(object).to_string(),
+            version: rv(object).to_string(),
+        }
+    }
+}
+
+/// What ferry's copy of a tenant object in one super needs ([`to_super`], [`checked`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CopyWrite {
+    /// It holds what ferry would write.
     Nothing,
     /// It is being deleted (finalizers): look again later.
     Wait,
-    /// Create it (a super copy: server-side applied on condition that nothing holds the name).
+    /// Create it, on condition that nothing holds the name.
     Create(Value),
-    /// Server-side apply it (to the object whose uid the body names).
+    /// Server-side apply it to the copy whose uid the body names.
     Apply(Value),
+    /// Delete this copy of an earlier tenant object of the same name; the next reconcile
+    /// writes the new one.
+    Recreate(Doomed),
+    /// Someone else's object holds the name: write nothing and report why.
+    Refuse(Refusal),
+}
+
+/// What a super namespace needs before an object goes into it ([`super_namespace`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum NamespaceStep {
+    /// It is this tenant's, as it should be.
+    Ready,
+    /// It is being deleted: look again later.
+    Wait,
+    /// Create it.
+    Create(Value),
+    /// Merge-patch it (labels, the tenant cluster it records).
+    Patch(Value),
+    /// It is not this tenant's, or bound to another cluster: nothing goes into it.
+    Refuse(Refusal),
+}
+
+/// What a tenant namespace's super namespace needs ([`tenant_namespace`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum NamespaceFollow {
+    /// Nothing (as it should be, or not ferry's to touch).
+    Nothing,
+    /// Merge-patch its labels (and the tenant cluster it records).
+    Patch(Value),
+    /// The tenant namespace is gone: delete it.
+    Delete(Doomed),
+}
+
+/// What a tenant's read-only copy of a super object (public or produced) needs
+/// ([`read_only_copy`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadOnly {
+    /// It is as it should be (or ferry's last write made it).
+    Nothing,
+    /// None in the cache: whether someone else's object holds the name is read from the API
+    /// server, then decided again ([`read_only_checked`]) with this desired copy.
+    Check(Value),
     /// Replace it (the body carries the resourceVersion that guards the write).
     Replace(Value),
-    /// Merge-patch it.
-    Patch(Value),
-    /// Delete the object with this uid.
-    Delete {
-        /// Its uid (the delete's precondition).
-        uid: String,
-        /// Its resourceVersion as decided on (the other precondition: a changed object is
-        /// decided again).
-        version: String,
-    },
-    /// Delete the copy (this uid) of an earlier tenant object of the same name; the next
-    /// reconcile writes the new one.
-    Recreate {
-        /// The old copy's uid.
-        uid: String,
-        /// Its resourceVersion.
-        version: String,
-    },
-    /// The cache cannot tell whether someone else's object holds the name: read it from the
-    /// API server and decide again (`public_checked`) with this desired object.
-    Check(Value),
-    /// Write nothing and report why.
+    /// Its source is gone or no longer selected: delete it.
+    Delete(Doomed),
+}
+
+/// A read-only copy's name, read from the tenant's API server ([`read_only_checked`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Checked {
+    /// Free: create the copy.
+    Create(Value),
+    /// An earlier copy of ferry's: replace it (guarded by its resourceVersion).
+    Replace(Value),
+    /// The tenant's own object: never overwritten.
     Refuse(Refusal),
 }
 
@@ -79,34 +131,31 @@ pub fn to_super(
     actual: Option<&Value>,
     tenant_uid: &str,
     holding: bool,
-) -> Action {
+) -> CopyWrite {
     match actual {
-        None => Action::Create(desired.clone()),
+        None => CopyWrite::Create(desired.clone()),
         Some(s) => going_or_earlier(s, tenant_uid).unwrap_or_else(|| {
             if annotation(s, ANN_APPLIED) == Some(hash) && (holding || holds(s, desired)) {
-                Action::Nothing
+                CopyWrite::Nothing
             } else {
-                Action::Apply(with_uid(desired, uid(s)))
+                CopyWrite::Apply(with_uid(desired, uid(s)))
             }
         }),
     }
 }
 
 /// `desired` applied to the copy `actual` whatever it holds.
-pub fn reapply(desired: &Value, actual: &Value) -> Action {
-    Action::Apply(with_uid(desired, uid(actual)))
+pub fn reapply(desired: &Value, actual: &Value) -> CopyWrite {
+    CopyWrite::Apply(with_uid(desired, uid(actual)))
 }
 
 /// What an existing copy needs before it can be applied to: `Wait` while it is being
 /// deleted, `Recreate` when it is the copy of an earlier tenant object of the same name.
-fn going_or_earlier(copy: &Value, tenant_uid: &str) -> Option<Action> {
+fn going_or_earlier(copy: &Value, tenant_uid: &str) -> Option<CopyWrite> {
     if deleting(copy) {
-        Some(Action::Wait)
+        Some(CopyWrite::Wait)
     } else if Ownership::of(copy).uid != Some(tenant_uid) {
-        Some(Action::Recreate {
-            uid: uid(copy).to_string(),
-            version: rv(copy).to_string(),
-        })
+        Some(CopyWrite::Recreate(Doomed::of(copy)))
     } else {
         None
     }
@@ -122,14 +171,14 @@ pub fn checked(
     namespaced: bool,
     desired: &Value,
     tenant_uid: &str,
-) -> Action {
+) -> CopyWrite {
     match found {
         Some(f) if !Ownership::of(f).is_copy_of(key, namespaced) => {
             let at = slash(
                 meta_str(f, "namespace").unwrap_or(""),
                 meta_str(f, "name").unwrap_or(""),
             );
-            Action::Refuse(Refusal::new(
+            CopyWrite::Refuse(Refusal::new(
                 Reason::SyncConflict,
                 format!(
                     "super object {at} already exists and {}; it is left untouched",
@@ -138,9 +187,9 @@ pub fn checked(
             ))
         }
         Some(f) => going_or_earlier(f, tenant_uid)
-            .unwrap_or_else(|| Action::Apply(with_uid(desired, uid(f)))),
+            .unwrap_or_else(|| CopyWrite::Apply(with_uid(desired, uid(f)))),
         // Gone again meanwhile: create it.
-        None => Action::Create(desired.clone()),
+        None => CopyWrite::Create(desired.clone()),
     }
 }
 
@@ -154,14 +203,8 @@ fn with_uid(desired: &Value, uid: &str) -> Value {
 }
 
 /// An object that should not exist (any more): delete it unless it is gone or going.
-pub fn remove(actual: Option<&Value>) -> Action {
-    match actual {
-        Some(a) if !deleting(a) => Action::Delete {
-            uid: uid(a).to_string(),
-            version: rv(a).to_string(),
-        },
-        _ => Action::Nothing,
-    }
+pub fn remove(actual: Option<&Value>) -> Option<Doomed> {
+    actual.filter(|a| !deleting(a)).map(Doomed::of)
 }
 
 /// The super namespace `name` that a tenant object in `tenant_ns` needs: `found` is what
@@ -176,17 +219,17 @@ pub fn super_namespace(
     name: &str,
     labels: &Map<String, Value>,
     cluster: Option<&str>,
-) -> Action {
+) -> NamespaceStep {
     use ferry_core::translate::{
         ANN_TENANT_CLUSTER, ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT,
     };
     match found {
         Some(ns) if Ownership::of(ns).is_namespace_of(tenant, tenant_ns) => {
             if deleting(ns) {
-                return Action::Wait;
+                return NamespaceStep::Wait;
             }
             if binding(ns, cluster) == Binding::Other {
-                return Action::Refuse(Refusal::new(
+                return NamespaceStep::Refuse(Refusal::new(
                     Reason::OutsideTenant,
                     format!(
                         "super namespace {name:?} is bound to another cluster of tenant {tenant:?}; nothing is written into it until an admin releases it: {}",
@@ -195,9 +238,9 @@ pub fn super_namespace(
                 ));
             }
             let patch = crate::namespace_labels::patch(ns, labels);
-            bind(patch, ns, cluster).map_or(Action::Nothing, Action::Patch)
+            bind(patch, ns, cluster).map_or(NamespaceStep::Ready, NamespaceStep::Patch)
         }
-        Some(ns) => Action::Refuse(Refusal::new(
+        Some(ns) => NamespaceStep::Refuse(Refusal::new(
             Reason::SyncConflict,
             format!(
                 "super namespace {name:?} exists and {}; nothing is written into it",
@@ -213,7 +256,7 @@ pub fn super_namespace(
             if let Some(cluster) = cluster {
                 annotations[ANN_TENANT_CLUSTER] = json!(cluster);
             }
-            Action::Create(json!({
+            NamespaceStep::Create(json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",
                 "metadata": {"name": name, "labels": all, "annotations": annotations},
@@ -233,47 +276,86 @@ pub fn tenant_namespace(
     tenant_ns: &str,
     labels: &Map<String, Value>,
     cluster: Option<&str>,
-) -> Action {
+) -> NamespaceFollow {
     let Some(ns) = found else {
-        return Action::Nothing;
+        return NamespaceFollow::Nothing;
     };
     if !Ownership::of(ns).is_namespace_of(tenant, tenant_ns)
         || deleting(ns)
         || binding(ns, cluster) == Binding::Other
     {
-        return Action::Nothing;
+        return NamespaceFollow::Nothing;
     }
     if alive {
         let patch = crate::namespace_labels::patch(ns, labels);
-        bind(patch, ns, cluster).map_or(Action::Nothing, Action::Patch)
+        bind(patch, ns, cluster).map_or(NamespaceFollow::Nothing, NamespaceFollow::Patch)
     } else {
-        remove(Some(ns))
+        remove(Some(ns)).map_or(NamespaceFollow::Nothing, NamespaceFollow::Delete)
     }
 }
 
-/// A tenant's copy of a public super object: `desired` (none when the object is gone or not
-/// selected), `copy` the tenant's copy in the cache, `wrote` whether ferry's last write
-/// produced it. A tenant's edit of the copy is reverted.
-pub fn public_copy(desired: Option<&Value>, copy: Option<&Value>, wrote: bool) -> Action {
+/// A tenant's read-only copy of a super object (public, or produced): `desired` (none when
+/// the object is gone or not selected), `copy` the tenant's copy in the cache, `wrote` whether
+/// ferry's last write produced it. A tenant's edit of the copy is reverted.
+pub fn read_only_copy(desired: Option<&Value>, copy: Option<&Value>, wrote: bool) -> ReadOnly {
     match (desired, copy) {
-        (None, copy) => remove(copy),
-        (Some(d), None) => Action::Check(d.clone()),
-        (Some(d), Some(c)) if same_copy(c, d) || wrote => Action::Nothing,
-        (Some(d), Some(c)) => Action::Replace(guarded(d, c)),
+        (None, copy) => remove(copy).map_or(ReadOnly::Nothing, ReadOnly::Delete),
+        (Some(d), None) => ReadOnly::Check(d.clone()),
+        (Some(d), Some(c)) if same_copy(c, d) || wrote => ReadOnly::Nothing,
+        (Some(d), Some(c)) => ReadOnly::Replace(guarded(d, c)),
     }
 }
 
-/// After [`Action::Check`] of a read-only copy (public, or produced): `found` holds the name
-/// in the tenant. The tenant's own object is never overwritten; `source` says what the copy
-/// would have been of (for the refusal).
-pub fn public_checked(found: Option<&Value>, desired: &Value, what: &str, source: &str) -> Action {
+/// After [`ReadOnly::Check`]: `found` holds the name in the tenant. The tenant's own object is
+/// never overwritten; `source` says what the copy would have been of (for the refusal).
+pub fn read_only_checked(
+    found: Option<&Value>,
+    desired: &Value,
+    what: &str,
+    source: &str,
+) -> Checked {
     match found {
-        Some(f) if !Ownership::of(f).from_super => Action::Refuse(Refusal::new(
+        Some(f) if !Ownership::of(f).from_super => Checked::Refuse(Refusal::new(
             Reason::SyncConflict,
             format!("the tenant has its own {what}; {source} is not copied over it"),
         )),
-        Some(f) => Action::Replace(guarded(desired, f)),
-        None => Action::Create(desired.clone()),
+        Some(f) => Checked::Replace(guarded(desired, f)),
+        None => Checked::Create(desired.clone()),
+    }
+}
+
+/// What becomes of a read-only copy that cannot change in place (the API server answered a
+/// replace with 422).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InPlace {
+    /// Kept as it is, reported: a public copy (a CustomResourceDefinition's instances would
+    /// go with it; a StorageClass's provisioner when another super's object became the source).
+    Keep,
+    /// Deleted and made anew: a produced copy (a tenant made it immutable, or the super
+    /// object's type changed), nothing is lost.
+    Remake,
+}
+
+/// [`unchangeable`]'s answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unchangeable {
+    /// Left as it is, with this refusal reported.
+    Keep(Refusal),
+    /// Delete it; the next reconcile makes it anew.
+    Remake(Doomed),
+    /// Nothing to remake (no copy was looked at): the write's error stands.
+    Fail,
+}
+
+/// The read-only copy `copy` could not be replaced (422, `error`): what `in_place` makes of it.
+pub fn unchangeable(in_place: InPlace, copy: Option<&Value>, error: &str) -> Unchangeable {
+    match (in_place, copy) {
+        (InPlace::Keep, _) => Unchangeable::Keep(Refusal::new(
+            Reason::Invalid,
+            format!("the copy cannot change in place ({error}); it is left as it is"),
+        )),
+        (InPlace::Remake, Some(copy)) => Unchangeable::Remake(Doomed::of(copy)),
+        (InPlace::Remake, None) => Unchangeable::Fail,
     }
 }
 

@@ -25,6 +25,7 @@ use crate::write;
 mod from_super;
 mod namespaces;
 mod produced;
+mod read_only;
 mod reduced;
 mod report;
 mod to_super;

@@ -58,43 +58,46 @@ fn a_missing_copy_is_created_only_where_nothing_holds_the_name() {
     // One request: created on condition that nothing holds the name; read only if it fails.
     assert_eq!(
         to_super(&d, &hash, None, "t1", false),
-        Action::Create(d.clone())
+        CopyWrite::Create(d.clone())
     );
     // It failed: ferry's own copy (not in the cache yet) is applied to, by its uid.
     let mine = copy(json!({}), "");
     assert_eq!(
         checked(Some(&mine), &key(), true, &d, "t1"),
-        Action::Apply(at_uid(&d, "c1"))
+        CopyWrite::Apply(at_uid(&d, "c1"))
     );
     assert_eq!(
         checked(None, &key(), true, &d, "t1"),
-        Action::Create(d.clone())
+        CopyWrite::Create(d.clone())
     );
     // The copy of an earlier tenant object of that name is not adopted; a going one awaited.
     assert_eq!(
         checked(Some(&mine), &key(), true, &d, "t2"),
-        Action::Recreate {
+        CopyWrite::Recreate(Doomed {
             uid: "c1".into(),
             version: "7".into()
-        }
+        })
     );
     let mut going = mine.clone();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    assert_eq!(checked(Some(&going), &key(), true, &d, "t1"), Action::Wait);
+    assert_eq!(
+        checked(Some(&going), &key(), true, &d, "t1"),
+        CopyWrite::Wait
+    );
 }
 
 #[test]
 fn someone_elses_super_object_is_refused() {
     let (d, _) = desired(json!({"a": 1}));
     let foreign = json!({"metadata": {"name": "orders", "namespace": "team-a-shop"}});
-    let Action::Refuse(r) = checked(Some(&foreign), &key(), true, &d, "t1") else {
+    let CopyWrite::Refuse(r) = checked(Some(&foreign), &key(), true, &d, "t1") else {
         panic!("not refused")
     };
     assert_eq!(r.reason, Reason::SyncConflict);
     assert!(r.message.contains("team-a-shop/orders") && r.message.contains("does not own"));
     let mut other = copy(json!({}), "");
     other["metadata"]["labels"]["ferry.dev/tenant"] = json!("team-b");
-    let Action::Refuse(r) = checked(Some(&other), &key(), true, &d, "t1") else {
+    let CopyWrite::Refuse(r) = checked(Some(&other), &key(), true, &d, "t1") else {
         panic!("another tenant's copy taken")
     };
     assert!(r.message.contains("team-b"), "{}", r.message);
@@ -106,17 +109,17 @@ fn a_current_copy_gets_no_write() {
     let current = copy(json!({"a": 1}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&current), "t1", false),
-        Action::Nothing
+        CopyWrite::Nothing
     );
     // The API server normalised it (a field pruned): ferry's own write still counts.
     let normalised = copy(json!({}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&normalised), "t1", true),
-        Action::Nothing
+        CopyWrite::Nothing
     );
     assert_eq!(
         to_super(&d, &hash, Some(&normalised), "t1", false),
-        Action::Apply(at_uid(&d, "c1"))
+        CopyWrite::Apply(at_uid(&d, "c1"))
     );
 }
 
@@ -127,12 +130,12 @@ fn a_changed_or_edited_copy_is_applied() {
     let old = copy(json!({"a": 1}), "0123");
     assert_eq!(
         to_super(&d, &hash, Some(&old), "t1", false),
-        Action::Apply(at_uid(&d, "c1"))
+        CopyWrite::Apply(at_uid(&d, "c1"))
     );
     let edited = copy(json!({"a": 3}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&edited), "t1", false),
-        Action::Apply(at_uid(&d, "c1"))
+        CopyWrite::Apply(at_uid(&d, "c1"))
     );
 }
 
@@ -142,23 +145,26 @@ fn the_copy_of_an_earlier_object_is_recreated_and_a_going_copy_awaited() {
     let current = copy(json!({"a": 1}), &hash);
     assert_eq!(
         to_super(&d, &hash, Some(&current), "t2", false),
-        Action::Recreate {
+        CopyWrite::Recreate(Doomed {
             uid: "c1".into(),
             version: "7".into()
-        }
+        })
     );
     let mut going = current.clone();
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    assert_eq!(to_super(&d, &hash, Some(&going), "t1", false), Action::Wait);
-    assert_eq!(remove(Some(&going)), Action::Nothing);
+    assert_eq!(
+        to_super(&d, &hash, Some(&going), "t1", false),
+        CopyWrite::Wait
+    );
+    assert_eq!(remove(Some(&going)), None);
     assert_eq!(
         remove(Some(&current)),
-        Action::Delete {
+        Some(Doomed {
             uid: "c1".into(),
             version: "7".into()
-        }
+        })
     );
-    assert_eq!(remove(None), Action::Nothing);
+    assert_eq!(remove(None), None);
 }
 
 fn super_ns(tenant: &str, tenant_ns: &str, labels: Value, recorded: &str) -> Value {
@@ -175,7 +181,8 @@ fn labels(v: Value) -> Map<String, Value> {
 #[test]
 fn super_namespaces_are_made_followed_and_never_annexed() {
     let want = labels(json!({"zone": "a"}));
-    let Action::Create(ns) = super_namespace(None, "team-a", "shop", "team-a-shop", &want, None)
+    let NamespaceStep::Create(ns) =
+        super_namespace(None, "team-a", "shop", "team-a-shop", &want, None)
     else {
         panic!("not created")
     };
@@ -190,7 +197,7 @@ fn super_namespaces_are_made_followed_and_never_annexed() {
     let mine = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
     assert_eq!(
         super_namespace(Some(&mine), "team-a", "shop", "team-a-shop", &want, None),
-        Action::Nothing
+        NamespaceStep::Ready
     );
     let relabelled = labels(json!({"zone": "b"}));
     assert!(matches!(
@@ -202,10 +209,10 @@ fn super_namespaces_are_made_followed_and_never_annexed() {
             &relabelled,
             None
         ),
-        Action::Patch(_)
+        NamespaceStep::Patch(_)
     ));
     let theirs = super_ns("team-b", "elsewhere", json!({}), "");
-    let Action::Refuse(r) =
+    let NamespaceStep::Refuse(r) =
         super_namespace(Some(&theirs), "team-a", "shop", "team-a-shop", &want, None)
     else {
         panic!("another tenant's namespace annexed")
@@ -215,7 +222,7 @@ fn super_namespaces_are_made_followed_and_never_annexed() {
     going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert_eq!(
         super_namespace(Some(&going), "team-a", "shop", "team-a-shop", &want, None),
-        Action::Wait
+        NamespaceStep::Wait
     );
 }
 
@@ -225,30 +232,30 @@ fn a_gone_tenant_namespace_takes_its_super_namespace_only() {
     let mine = super_ns("team-a", "shop", json!({"zone": "a"}), "zone");
     assert_eq!(
         tenant_namespace(false, Some(&mine), "team-a", "shop", &want, None),
-        Action::Delete {
+        NamespaceFollow::Delete(Doomed {
             uid: "n1".into(),
             version: String::new()
-        }
+        })
     );
     assert_eq!(
         tenant_namespace(true, Some(&mine), "team-a", "shop", &want, None),
-        Action::Nothing
+        NamespaceFollow::Nothing
     );
     let theirs = super_ns("team-b", "shop", json!({}), "");
     assert_eq!(
         tenant_namespace(false, Some(&theirs), "team-a", "shop", &want, None),
-        Action::Nothing
+        NamespaceFollow::Nothing
     );
     assert_eq!(
         tenant_namespace(false, None, "team-a", "shop", &want, None),
-        Action::Nothing
+        NamespaceFollow::Nothing
     );
 }
 
 #[test]
 fn super_namespaces_record_their_tenant_cluster_and_never_serve_another() {
     let want = labels(json!({"zone": "a"}));
-    let Action::Create(ns) =
+    let NamespaceStep::Create(ns) =
         super_namespace(None, "team-a", "shop", "team-a-shop", &want, Some("c1"))
     else {
         panic!("not created")
@@ -270,11 +277,11 @@ fn super_namespaces_record_their_tenant_cluster_and_never_serve_another() {
             &want,
             Some("c1")
         ),
-        Action::Patch(adopt.clone())
+        NamespaceStep::Patch(adopt.clone())
     );
     assert_eq!(
         tenant_namespace(true, Some(&old), "team-a", "shop", &want, Some("c1")),
-        Action::Patch(adopt)
+        NamespaceFollow::Patch(adopt)
     );
     // Bound to c1, reached from c2: refused, never patched, never deleted.
     let mut bound = old.clone();
@@ -288,9 +295,9 @@ fn super_namespaces_record_their_tenant_cluster_and_never_serve_another() {
             &want,
             Some("c1")
         ),
-        Action::Nothing
+        NamespaceStep::Ready
     );
-    let Action::Refuse(r) = super_namespace(
+    let NamespaceStep::Refuse(r) = super_namespace(
         Some(&bound),
         "team-a",
         "shop",
@@ -309,55 +316,61 @@ fn super_namespaces_record_their_tenant_cluster_and_never_serve_another() {
     for alive in [true, false] {
         assert_eq!(
             tenant_namespace(alive, Some(&bound), "team-a", "shop", &want, Some("c2")),
-            Action::Nothing
+            NamespaceFollow::Nothing
         );
     }
 }
 
 #[test]
-fn public_copies_follow_their_super_object_and_tenant_edits_are_reverted() {
+fn read_only_copies_follow_their_super_object_and_tenant_edits_are_reverted() {
     let d = json!({"metadata": {"name": "fast", "labels": {"ferry.dev/from-super": "true"}}, "provisioner": "x"});
-    assert_eq!(public_copy(Some(&d), None, false), Action::Check(d.clone()));
     assert_eq!(
-        public_checked(None, &d, "StorageClass fast", "the public object"),
-        Action::Create(d.clone())
+        read_only_copy(Some(&d), None, false),
+        ReadOnly::Check(d.clone())
+    );
+    assert_eq!(
+        read_only_checked(None, &d, "StorageClass fast", "the public object"),
+        Checked::Create(d.clone())
     );
     let mut c = d.clone();
     c["metadata"]["resourceVersion"] = json!("5");
     c["metadata"]["uid"] = json!("u5");
-    assert_eq!(public_copy(Some(&d), Some(&c), false), Action::Nothing);
+    assert_eq!(read_only_copy(Some(&d), Some(&c), false), ReadOnly::Nothing);
     let mut edited = c.clone();
     edited["provisioner"] = json!("mine");
-    let Action::Replace(body) = public_copy(Some(&d), Some(&edited), false) else {
+    let ReadOnly::Replace(body) = read_only_copy(Some(&d), Some(&edited), false) else {
         panic!("edit not reverted")
     };
     assert_eq!(body["metadata"]["resourceVersion"], "5");
     assert_eq!(body["provisioner"], "x");
-    assert_eq!(public_copy(Some(&d), Some(&edited), true), Action::Nothing);
     assert_eq!(
-        public_copy(None, Some(&c), false),
-        Action::Delete {
+        read_only_copy(Some(&d), Some(&edited), true),
+        ReadOnly::Nothing
+    );
+    assert_eq!(
+        read_only_copy(None, Some(&c), false),
+        ReadOnly::Delete(Doomed {
             uid: "u5".into(),
             version: "5".into()
-        }
+        })
     );
-    assert_eq!(public_copy(None, None, false), Action::Nothing);
+    assert_eq!(read_only_copy(None, None, false), ReadOnly::Nothing);
 }
 
 #[test]
-fn a_tenants_own_object_is_never_replaced_by_a_public_copy() {
+fn a_tenants_own_object_is_never_replaced_by_a_read_only_copy() {
     let d = json!({"metadata": {"name": "fast"}});
     let own = json!({"metadata": {"name": "fast", "resourceVersion": "3"}});
-    let Action::Refuse(r) =
-        public_checked(Some(&own), &d, "StorageClass fast", "the public object")
+    let Checked::Refuse(r) =
+        read_only_checked(Some(&own), &d, "StorageClass fast", "the public object")
     else {
         panic!("the tenant's object replaced")
     };
     assert!(r.message.contains("its own StorageClass fast"));
     let stale = json!({"metadata": {"name": "fast", "resourceVersion": "3", "labels": {"ferry.dev/from-super": "true"}}});
     assert!(matches!(
-        public_checked(Some(&stale), &d, "x", "the public object"),
-        Action::Replace(_)
+        read_only_checked(Some(&stale), &d, "x", "the public object"),
+        Checked::Replace(_)
     ));
 }
 
@@ -381,4 +394,23 @@ fn status_and_super_owned_fields_flow_up_once() {
     let current = json!({"metadata": {"name": "a"}, "status": {"phase": "Ready"}, "spec": {"tier": "small", "endpoint": "db:5432"}});
     assert!(up(fragment.clone(), &current, true, |_, _| false).is_empty());
     assert!(up(fragment, &object, true, |_, _| true).is_empty());
+}
+
+#[test]
+fn a_public_copy_that_cannot_change_is_kept_and_a_produced_one_made_anew() {
+    let c = json!({"metadata": {"name": "fast", "uid": "u5", "resourceVersion": "5"}});
+    let Unchangeable::Keep(r) = unchangeable(InPlace::Keep, Some(&c), "field is immutable") else {
+        panic!("a public copy deleted")
+    };
+    assert_eq!(r.reason, Reason::Invalid);
+    assert!(r.message.contains("field is immutable"), "{}", r.message);
+    assert_eq!(
+        unchangeable(InPlace::Remake, Some(&c), "x"),
+        Unchangeable::Remake(Doomed {
+            uid: "u5".into(),
+            version: "5".into()
+        })
+    );
+    // Created over an earlier copy not in the cache: the write's error stands.
+    assert_eq!(unchangeable(InPlace::Remake, None, "x"), Unchangeable::Fail);
 }

@@ -2,21 +2,19 @@
 //! deleted with it (a public CRD's copy only while the tenant holds no instance of it);
 //! references waiting for a public object retried when one appears.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_core::policy::{Direction, Resource};
 use ferry_core::translate::{Reason, Refusal};
-use std::sync::Arc;
-
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+use super::read_only::{Copying, EventOn, Plan, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::cache::Cache;
-use crate::compare::digest;
-use crate::decide::{self, Action};
-use crate::key::{slash, Key};
-use crate::ledger::Part;
+use crate::decide::InPlace;
+use crate::key::Key;
 use crate::metrics::labels;
 
 impl Reconciler<'_> {
@@ -58,137 +56,30 @@ impl Reconciler<'_> {
         if desired.is_some() && !namespace.is_empty() && !self.tenant.namespace_alive(namespace) {
             return Ok(Outcome::default());
         }
-        let writer = &self.tenant.writer;
-        let api = &tenant_kind.resource;
-        let source = "the public super object of that name";
-        let (action, found, hash) = self
-            .copy_action(
-                key,
-                resource,
-                api,
-                desired.as_ref(),
-                copy.as_deref(),
-                source,
-            )
-            .await?;
-        let out = match action {
-            Action::Delete { uid, version } => {
-                if let Some(in_use) = self.crd_in_use(resource, copy.as_deref()).await? {
-                    self.refuse(key, copy.as_deref(), &in_use).await;
-                    return Ok(Outcome::again(CRD_IN_USE_RECHECK));
-                }
-                let why = "a super object that is gone or no longer public";
-                return self
-                    .copy_deleted(key, tenant_cache, api, (&uid, &version), why)
-                    .await;
-            }
-            Action::Refuse(refusal) => {
-                self.refuse(key, found.as_ref(), &refusal).await;
-                return Ok(Outcome::default());
-            }
-            Action::Create(body) => writer.create(api, &body).await?,
-            Action::Replace(body) => match writer.replace(api, &body).await {
-                Ok(out) => {
-                    if copy.is_some() {
-                        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "reverted a tenant edit of a copy from the super cluster");
-                    }
-                    out
-                }
-                // A field that cannot change (a StorageClass's provisioner, when another
-                // super's object became the source): the copy stays as it is, reported. It is
-                // never deleted to be made anew (a CustomResourceDefinition's instances would
-                // go with it).
-                Err(e) if e.code() == Some(422) => {
-                    let refusal = Refusal::new(
-                        Reason::Invalid,
-                        format!("the copy cannot change in place ({e}); it is left as it is"),
-                    );
-                    self.refuse(key, copy.as_deref(), &refusal).await;
-                    return Ok(Outcome::default());
-                }
-                Err(e) => return Err(e),
-            },
-            _ => return Ok(self.copy_unchanged(key, desired.is_some())),
+        let target = Target {
+            key,
+            cache: tenant_cache,
+            api: &tenant_kind.resource,
+            what: resource.group_kind.to_string(),
         };
-        Ok(self.copy_written(key, tenant_cache, hash, out))
-    }
-
-    /// What to do with the tenant's read-only copy `copy` of `key` (of `resource`, served as
-    /// `api`) to make it `desired`: from the caches and ferry's last write, and, where the
-    /// name may be free, from the tenant API server (the object found is returned too; a
-    /// tenant object of that name is refused as not a copy of `source`). Also `desired`'s
-    /// digest, for the ledger.
-    pub(super) async fn copy_action(
-        &self,
-        key: &Key,
-        resource: &Resource,
-        api: &ApiResource,
-        desired: Option<&Value>,
-        copy: Option<&Value>,
-        source: &str,
-    ) -> Result<(Action, Option<Value>, String)> {
-        let hash = desired.map(digest).unwrap_or_default();
-        let wrote = copy.is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
-        let action = decide::public_copy(desired, copy, wrote);
-        let Action::Check(desired) = &action else {
-            return Ok((action, None, hash));
+        let copying = Copying {
+            source: "the public super object of that name".into(),
+            gone: "a super object that is gone or no longer public",
+            replaced: "reverted a tenant edit of a copy from the super cluster",
+            refuse_on: EventOn::Found,
+            in_place: InPlace::Keep,
         };
-        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
-        let found = self.tenant.writer.get(api, namespace, name).await?;
-        let what = format!("{} {}", resource.group_kind, slash(namespace, name));
-        let action = decide::public_checked(found.as_ref(), desired, &what, source);
-        Ok((action, found, hash))
-    }
-
-    /// A read-only copy ferry just wrote (`out`, of digest `hash`): remembered, in sync.
-    pub(super) fn copy_written(
-        &self,
-        key: &Key,
-        cache: &Cache,
-        hash: String,
-        out: Value,
-    ) -> Outcome {
-        self.tenant
-            .ledger()
-            .record_write(key, Part::Copy, &hash, &out);
-        cache.remember(out);
-        self.accepted(key);
-        self.set_synced(key, true);
-        Outcome::wrote(true)
-    }
-
-    /// Deletes the tenant's read-only copy of `key` (uid `uid`, in `cache`, served as `api`),
-    /// the copy of `why`: out of sync, and nothing is remembered of it.
-    pub(super) async fn copy_deleted(
-        &self,
-        key: &Key,
-        cache: &Cache,
-        api: &ApiResource,
-        target: (&str, &str),
-        why: &str,
-    ) -> Result<Outcome> {
-        self.set_synced(key, false);
-        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
-        self.tenant
-            .writer
-            .delete(api, namespace, name, target)
+        let copy = copy.as_deref();
+        let planned = self
+            .plan_read_only(&target, desired.as_ref(), copy, &copying)
             .await?;
-        cache.forget(namespace, name);
-        self.tenant.ledger().forget(key);
-        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of {why}");
-        Ok(Outcome::wrote(true))
-    }
-
-    /// A read-only copy left as it is: in sync if one is wanted.
-    pub(super) fn copy_unchanged(&self, key: &Key, wanted: bool) -> Outcome {
-        self.set_synced(key, wanted);
-        if wanted {
-            self.accepted(key);
-        } else {
-            // Nothing on either side: nothing to remember.
-            self.tenant.ledger().forget(key);
+        if let Plan::Delete(_) = planned.0 {
+            if let Some(in_use) = self.crd_in_use(resource, copy).await? {
+                self.refuse(key, copy, &in_use).await;
+                return Ok(Outcome::again(CRD_IN_USE_RECHECK));
+            }
         }
-        Outcome::default()
+        self.apply_read_only(&target, planned, copy, &copying).await
     }
 }
 

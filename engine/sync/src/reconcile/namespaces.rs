@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::{Cache, Phase};
 use crate::compare::ANN_APPLIED;
-use crate::decide::{self, Action};
+use crate::decide::{self, NamespaceFollow, NamespaceStep};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
@@ -61,7 +61,7 @@ impl Reconciler<'_> {
         // A migration's target that exists already (left from an earlier placement) gets its
         // marks, or the switch would find nothing to switch.
         let action = match (&action, &marks, found.as_deref()) {
-            (Action::Nothing | Action::Patch(_), Some(Value::Object(m)), Some(ns))
+            (NamespaceStep::Ready | NamespaceStep::Patch(_), Some(Value::Object(m)), Some(ns))
                 if m.contains_key(ANN_MIGRATING_FROM)
                     && m.iter().any(|(k, v)| annotation(ns, k) != v.as_str())
                     // A placement decided before a switch it did not see never marks the
@@ -69,27 +69,27 @@ impl Reconciler<'_> {
                     && placement::generation(ns) < generation_of(m) =>
             {
                 let mut patch = match action {
-                    Action::Patch(p) => p,
+                    NamespaceStep::Patch(p) => p,
                     _ => json!({}),
                 };
                 match patch.pointer_mut("/metadata/annotations") {
                     Some(Value::Object(annotations)) => annotations.extend(m.clone()),
                     _ => patch["metadata"]["annotations"] = Value::Object(m.clone()),
                 }
-                Action::Patch(patch)
+                NamespaceStep::Patch(patch)
             }
             _ => action,
         };
         match action {
-            Action::Nothing => Ok(None),
-            Action::Patch(patch) => {
+            NamespaceStep::Ready => Ok(None),
+            NamespaceStep::Patch(patch) => {
                 let patched = writer
                     .merge_patch(&namespace_resource(), "", super_ns, &patch)
                     .await?;
                 target.namespaces.remember(patched);
                 Ok(None)
             }
-            Action::Create(mut namespace) => {
+            NamespaceStep::Create(mut namespace) => {
                 // Its placement generation, and the mark of a migration's target.
                 if let (Some(Value::Object(marks)), Some(Value::Object(annotations))) =
                     (marks, namespace.pointer_mut("/metadata/annotations"))
@@ -108,12 +108,11 @@ impl Reconciler<'_> {
                     Err(e) => Err(e),
                 }
             }
-            Action::Wait => Ok(Some(Outcome::again(WAIT_FOR_DELETION))),
-            Action::Refuse(refusal) => {
+            NamespaceStep::Wait => Ok(Some(Outcome::again(WAIT_FOR_DELETION))),
+            NamespaceStep::Refuse(refusal) => {
                 self.refuse(key, Some(object), &refusal).await;
                 Ok(Some(Outcome::default()))
             }
-            _ => Ok(Some(Outcome::default())),
         }
     }
 
@@ -193,18 +192,23 @@ impl Reconciler<'_> {
             );
             let writer = &target.writer;
             let done = match action {
-                Action::Patch(patch) => writer
+                NamespaceFollow::Patch(patch) => writer
                     .merge_patch(&namespace_resource(), "", &super_ns, &patch)
                     .await
                     .map(|patched| target.namespaces.remember(patched)),
-                Action::Delete { uid, version } => writer
-                    .delete(&namespace_resource(), "", &super_ns, (&uid, &version))
+                NamespaceFollow::Delete(doomed) => writer
+                    .delete(
+                        &namespace_resource(),
+                        "",
+                        &super_ns,
+                        (&doomed.uid, &doomed.version),
+                    )
                     .await
                     .map(|()| {
                         tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, cluster = %target.name, "deleted the super namespace");
                         self.requeue_cluster_scoped();
                     }),
-                _ => continue,
+                NamespaceFollow::Nothing => continue,
             };
             match done {
                 Ok(()) => wrote = true,

@@ -15,8 +15,9 @@ use ferry_core::schema::load::split_api_version;
 use ferry_core::translate::{Reason, ANN_PRODUCED_FOR};
 use serde_json::Value;
 
+use super::read_only::{Copying, EventOn, Target};
 use super::{Outcome, Reconciler, Result};
-use crate::decide::Action;
+use crate::decide::InPlace;
 use crate::key::{Key, Kind};
 use crate::object::{deleting, uid, Ownership};
 use crate::placement;
@@ -86,64 +87,30 @@ impl Reconciler<'_> {
         if desired.is_none() && self.awaits_producer(key, copy.as_deref()) {
             return Ok(Outcome::again(AWAIT_PRODUCER));
         }
-        let writer = &self.tenant.writer;
-        let api = &tenant_kind.resource;
-        let source = format!(
-            "the {} produced in the super cluster for {}",
-            resource.group_kind,
-            producer.as_ref().map_or("it", |p| p.label.as_str())
-        );
-        let (action, _, hash) = self
-            .copy_action(
-                key,
-                resource,
-                api,
-                desired.as_ref(),
-                copy.as_deref(),
-                &source,
-            )
-            .await?;
-        let out = match action {
-            Action::Delete { uid, version } => {
-                let why = "a produced object that is gone or no longer named or owned";
-                return self
-                    .copy_deleted(key, tenant_cache, api, (&uid, &version), why)
-                    .await;
-            }
-            Action::Refuse(refusal) => {
-                // On the object it was produced for: the tenant's own object stays untouched.
-                self.refuse(key, referrer.as_deref(), &refusal).await;
-                return Ok(Outcome::default());
-            }
-            Action::Create(body) => writer.create(api, &body).await?,
-            Action::Replace(body) => match writer.replace(api, &body).await {
-                Ok(out) => {
-                    if copy.is_some() {
-                        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "updated a produced copy (the super object changed, or a tenant edit is reverted)");
-                    }
-                    out
-                }
-                // A field that cannot change (a tenant made the copy immutable, or the super
-                // object's type changed): the copy is made anew, nothing is lost.
-                Err(e) if e.code() == Some(422) && copy.is_some() => {
-                    let found = copy.as_deref().map(uid).unwrap_or_default().to_string();
-                    let version = copy
-                        .as_deref()
-                        .map(crate::object::rv)
-                        .unwrap_or_default()
-                        .to_string();
-                    writer
-                        .delete(api, namespace, name, (&found, &version))
-                        .await?;
-                    tenant_cache.forget(namespace, name);
-                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "a produced copy cannot change in place ({e}); it is made anew");
-                    return Ok(Outcome::again(super::LOOK_AGAIN));
-                }
-                Err(e) => return Err(e),
-            },
-            _ => return Ok(self.copy_unchanged(key, desired.is_some())),
+        let target = Target {
+            key,
+            cache: tenant_cache,
+            api: &tenant_kind.resource,
+            what: resource.group_kind.to_string(),
         };
-        Ok(self.copy_written(key, tenant_cache, hash, out))
+        let copying = Copying {
+            source: format!(
+                "the {} produced in the super cluster for {}",
+                resource.group_kind,
+                producer.as_ref().map_or("it", |p| p.label.as_str())
+            ),
+            gone: "a produced object that is gone or no longer named or owned",
+            replaced:
+                "updated a produced copy (the super object changed, or a tenant edit is reverted)",
+            // On the object it was produced for: the tenant's own object stays untouched.
+            refuse_on: EventOn::Object(referrer.as_deref()),
+            in_place: InPlace::Remake,
+        };
+        let copy = copy.as_deref();
+        let planned = self
+            .plan_read_only(&target, desired.as_ref(), copy, &copying)
+            .await?;
+        self.apply_read_only(&target, planned, copy, &copying).await
     }
 
     /// What the super object `object` (in super `i`'s namespace `super_ns`) was produced for:

@@ -1,21 +1,98 @@
 //! toSuper: the super copy follows the tenant object (created, applied, recreated for a new
 //! tenant object of the same name, deleted with it); then status flows up (`up`).
+//!
+//! ```text
+//!  read: caches + ledger ─▶ Snapshot ─plan::start─▶ settled / up only / wait / go on
+//!  translate (ferry-core) ─▶ desired copy ─plan::plan─▶ Plan ─apply─▶ namespaces, writes,
+//!                                                                     then deletes
+//! ```
+//!
+//! Everything decided is decided in `plan.rs`, without an API server; this file reads and
+//! writes. A create that finds the name taken reads what holds it and plans that write again
+//! (`plan::after_conflict`).
 
 use std::sync::Arc;
 
 use ferry_core::policy::{Resource, Scope};
-use ferry_core::translate::Reason;
+use ferry_core::translate::{Reason, Translated};
 use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
-use crate::decide::{self, Action};
+use crate::cache::Served;
+use crate::compare::ANN_APPLIED;
+use crate::decide::{self, CopyWrite, Doomed};
 use crate::deps;
 use crate::key::Key;
 use crate::ledger::Seen;
-use crate::object::{deleting, meta_str, rv, uid, Ownership};
-use crate::placement;
+use crate::object::{annotation, deleting, meta_str, rv, Ownership};
+use crate::placement::{self, Placed};
 use crate::write::Precondition;
+
+mod plan;
+
+use plan::{Delete, Desired, Held, Placing, Plan, Snapshot, Start, Write};
+
+/// Where a key's copies are in every super.
+struct Place {
+    namespace: String,
+    name: String,
+}
+
+/// What a toSuper reconcile read at its start.
+struct Read {
+    snapshot: Snapshot,
+    /// The tenant object (not being deleted), as the cache holds it.
+    object: Option<Arc<Value>>,
+    tenant_kind: Served,
+    place: Place,
+    placed: Option<Placed>,
+    /// The versions acted on, settled if nothing is left to do.
+    seen: Seen,
+    /// `Queues::context` before anything a translation reads.
+    context: u64,
+}
+
+/// What the tenant object translates to going down.
+enum Down {
+    /// A copy is wanted: the object (read whole if it was held reduced) and its translation.
+    Copy(Arc<Value>, Translated),
+    /// No copy is wanted; `gone`: the tenant object itself is gone.
+    Absent { gone: bool },
+    /// Refused: the copies stay as they are.
+    Refused,
+}
+
+/// What the writes of one plan share.
+struct Writing<'a> {
+    key: &'a Key,
+    /// The policy entry (the index of its caches).
+    idx: usize,
+    /// The tenant object.
+    object: &'a Value,
+    snapshot: &'a Snapshot,
+    desired: Desired<'a>,
+    place: &'a Place,
+}
+
+/// How one write of a plan ended.
+enum Done {
+    /// The copy as it is now, and whether this write made it.
+    Held { current: Arc<Value>, wrote: bool },
+    /// The super no longer serves the kind: no copy there (yet).
+    Unserved,
+    /// The reconcile ends so (a copy being deleted or replaced, a namespace being deleted, a
+    /// refusal).
+    Stop(Outcome),
+}
+
+/// How applying a plan ended.
+enum Finish {
+    /// Every step ran.
+    Applied(Applied),
+    /// A step ended the reconcile so.
+    Stop(Outcome),
+}
 
 impl Reconciler<'_> {
     /// A toSuper key.
@@ -25,51 +102,80 @@ impl Reconciler<'_> {
         idx: usize,
         resource: &Resource,
     ) -> Result<Outcome> {
+        let Some(read) = self.read_down(key, idx, resource).await else {
+            return Ok(Outcome::default());
+        };
+        let start = plan::start(&read.snapshot);
+        if start == Start::Settled {
+            // The patrol queues every key; this keeps it cheap.
+            return Ok(Outcome::default());
+        }
+        self.tenant.ledger().unsettle(key);
+        let object = match (start, &read.object) {
+            (Start::UpOnly(at), Some(object)) => {
+                let Some(current) = read.snapshot.supers[at].copy.clone() else {
+                    return Ok(Outcome::default());
+                };
+                let (kind, seen) = (&read.tenant_kind, Some(read.seen));
+                let up = self
+                    .flow_up(key, resource, (object, &current), seen, kind)
+                    .await?;
+                return Ok(Outcome::wrote(up));
+            }
+            (Start::AwaitDeletion, _) => return Ok(Outcome::again(WAIT_FOR_DELETION)),
+            (Start::Plan { read_whole: true }, Some(cached)) => {
+                let api = &read.tenant_kind.resource;
+                match self.whole((key, idx, api), cached).await? {
+                    Some(whole) => Some(whole),
+                    // Not the object the cache holds: the watch's next event brings it back.
+                    None => return Ok(Outcome::default()),
+                }
+            }
+            _ => read.object.clone(),
+        };
+        match self.translate_down(key, idx, resource, &read, object).await {
+            Down::Copy(object, translated) => {
+                self.place(key, idx, resource, read, (&object, translated))
+                    .await
+            }
+            Down::Absent { gone } => {
+                self.set_synced(key, false);
+                let deletes = match plan::plan(&read.snapshot, None) {
+                    Plan::Remove(deletes) => deletes,
+                    _ => Vec::new(),
+                };
+                let deleted = self.delete_copies(key, idx, &read.place, &deletes).await?;
+                // Nothing is left to remember of an object that is gone with its copies.
+                if gone {
+                    self.tenant.ledger().forget(key);
+                }
+                Ok(Outcome::wrote(!deleted.is_empty()))
+            }
+            Down::Refused => Ok(Outcome::default()),
+        }
+    }
+
+    /// Reads what a toSuper reconcile of `key` acts on; `None` when there is nothing to do
+    /// (the kind not served, the namespace the platform's, a dependency waiting for the
+    /// objects listed at start).
+    async fn read_down(&self, key: &Key, idx: usize, resource: &Resource) -> Option<Read> {
         // Read before anything a translation reads: a change after this is seen next time.
         let context = self.shared.queues.context();
         let tenant_cache = &self.tenant.caches[idx];
-        let Some(tenant_kind) = tenant_cache.served() else {
-            return Ok(Outcome::default());
-        };
+        let tenant_kind = tenant_cache.served()?;
         let namespaced = resource.scope == Scope::Namespaced;
-        let names = self.tenant.names();
         if namespaced {
             self.tenant.learn(&key.namespace);
         }
-        let (super_ns, super_name) = resource.super_key(&names, &key.namespace, &key.name);
+        let (namespace, name) = resource.super_key(&self.tenant.names(), &key.namespace, &key.name);
         // Any copy in a platform namespace is left alone (a placed kind's go to the
         // operator's namespace the policy names).
         let placed_kind = resource.placement.is_some();
-        if namespaced && !placed_kind && self.outside_tenant(key, tenant_cache, &super_ns).await {
-            return Ok(Outcome::default());
+        if namespaced && !placed_kind && self.outside_tenant(key, tenant_cache, &namespace).await {
+            return None;
         }
-        // Whether a dependency is referenced: unknown while objects listed at start are still
-        // to be reconciled. One nothing references yet may be theirs, so it waits (queued
-        // again once they are), its copies not even read; gone from the tenant, its copies go.
-        let referenced = if resource.dependency {
-            deps::referenced(self.tenant, key)
-        } else {
-            Some(false)
-        };
-        let referenced = match referenced {
-            Some(referenced) => referenced,
-            None if tenant_cache.contains(&key.namespace, &key.name) => {
-                return Ok(Outcome::default());
-            }
-            None => false,
-        };
-        // ferry's copy in each super, if any. A checked copy is reduced to what flows up: it
-        // held what ferry applies, and nothing but what flows up has changed since.
-        let copies: Vec<Option<(Arc<Value>, bool)>> = self
-            .shared
-            .supers
-            .iter()
-            .map(|s| {
-                s.caches[idx]
-                    .get_checked(&super_ns, &super_name)
-                    .filter(|(c, _)| Ownership::of(c).is_copy_of(key, namespaced))
-            })
-            .collect();
+        let referenced = self.referenced(key, idx, resource)?;
+        let place = Place { namespace, name };
         // A reduced tenant object was checked to ask for what every copy holds; only its
         // status and super-owned fields are held (`cache/held.rs`).
         let (object, reduced) = match tenant_cache
@@ -94,94 +200,144 @@ impl Reconciler<'_> {
             (true, true) => placed.map(|p| p.supers()).unwrap_or_default(),
             (true, false) => placement::hosting(self.shared, self.tenant),
         };
+        let supers = self.held(key, idx, &place, namespaced, context);
         let seen = Seen {
             object: object.as_deref().map(rv).unwrap_or("").to_string(),
-            copy: versions(
-                copies.iter().map(|c| c.as_ref().map(|(c, _)| rv(c))),
-                &targets,
-            ),
+            copy: versions(supers.iter().map(|h| h.copy.as_deref().map(rv)), &targets),
             wanted,
         };
-        // Nothing changed since a reconcile that found nothing to do: skip the translation.
-        // (The patrol queues every key; this keeps it cheap.)
-        if self.tenant.ledger().settled(key, &seen) {
-            return Ok(Outcome::default());
-        }
-        self.tenant.ledger().unsettle(key);
-        // Only what flows up can have changed since every copy was found holding what this
-        // object asks for: no translation.
-        if let (Some(object), true) = (&object, reduced && wanted) {
-            if let Some(current) =
-                self.held_everywhere(key, object, &copies, &targets, (namespaced, context))
-            {
-                let up = self
-                    .flow_up(key, resource, (object, &current), Some(seen), &tenant_kind)
-                    .await?;
-                return Ok(Outcome::wrote(up));
-            }
-        }
-        // A reduced object is read whole from the tenant's API server to be translated.
-        let object = match object {
-            Some(cached) if reduced && wanted => {
-                let read = (key, idx, &tenant_kind.resource);
-                match self.whole(read, &cached, &copies, &targets).await? {
-                    Ok(whole) => Some(whole),
-                    Err(outcome) => return Ok(outcome),
-                }
-            }
-            o => o,
+        let settled = self.tenant.ledger().settled(key, &seen);
+        let snapshot = Snapshot {
+            namespaced,
+            object_uid: object.as_deref().map(|o| crate::object::uid(o).to_string()),
+            reduced,
+            wanted,
+            supers,
+            targets,
+            settled,
         };
+        Some(Read {
+            snapshot,
+            object,
+            tenant_kind,
+            place,
+            placed,
+            seen,
+            context,
+        })
+    }
+
+    /// Whether a dependency is referenced: unknown while objects listed at start are still
+    /// to be reconciled. One nothing references yet may be theirs, so it waits (`None`: queued
+    /// again once they are), its copies not even read; gone from the tenant, its copies go.
+    fn referenced(&self, key: &Key, idx: usize, resource: &Resource) -> Option<bool> {
+        if !resource.dependency {
+            return Some(false);
+        }
+        match deps::referenced(self.tenant, key) {
+            Some(referenced) => Some(referenced),
+            None if self.tenant.caches[idx].contains(&key.namespace, &key.name) => None,
+            None => Some(false),
+        }
+    }
+
+    /// ferry's copy of `key` in each super (at `place`), as the caches and the ledger hold
+    /// it. A checked copy is reduced to what flows up: it held what ferry applies, and
+    /// nothing but what flows up has changed since.
+    fn held(
+        &self,
+        key: &Key,
+        idx: usize,
+        place: &Place,
+        namespaced: bool,
+        context: u64,
+    ) -> Vec<Held> {
+        let ledger = self.tenant.ledger();
+        let mut held = Vec::with_capacity(self.shared.supers.len());
+        for (i, s) in self.shared.supers.iter().enumerate() {
+            let cache = &s.caches[idx];
+            let found = cache
+                .get_checked(&place.namespace, &place.name)
+                .filter(|(c, _)| Ownership::of(c).is_copy_of(key, namespaced));
+            let (copy, checked) = match found {
+                Some((copy, checked)) => (Some(copy), checked),
+                None => (None, false),
+            };
+            let applied_current = copy
+                .as_deref()
+                .and_then(|c| annotation(c, ANN_APPLIED))
+                .is_some_and(|a| ledger.checked(key, context, a));
+            held.push(Held {
+                served: cache.served().is_some(),
+                copy,
+                checked,
+                applied_current,
+                stale: ledger.cleanup_pending(key, i),
+            });
+        }
+        held
+    }
+
+    /// Translates the tenant object `object` of `key` for the super cluster, when a copy is
+    /// wanted; a refusal is reported here.
+    async fn translate_down(
+        &self,
+        key: &Key,
+        idx: usize,
+        resource: &Resource,
+        read: &Read,
+        object: Option<Arc<Value>>,
+    ) -> Down {
         let gone = object.is_none();
-        let translated = match object.filter(|_| wanted) {
-            None => {
-                if !resource.dependency {
-                    deps::clear(self.shared, self.tenant, key);
-                }
-                self.accepted(key);
-                None
+        let Some(object) = object.filter(|_| read.snapshot.wanted) else {
+            if !resource.dependency {
+                deps::clear(self.shared, self.tenant, key);
             }
-            Some(object) => match self.translate(resource, (*object).clone(), true).await {
-                Ok(translated) => Some((object, translated)),
-                Err(refusal) => {
-                    self.refuse(key, Some(&object), &refusal).await;
-                    // Out of the selection: its copy goes. Other refusals leave the copy (and
-                    // its dependencies), but nothing it names flows up any more.
-                    if refusal.reason != Reason::NotSelected {
-                        if !resource.dependency {
-                            // Listed at start with a copy, its references are recorded from
-                            // the schema rules first: the dependencies its copy names stay.
-                            if copies.iter().any(Option::is_some) {
-                                deps::ensure_recorded(self.shared, self.tenant, key, idx);
-                            }
-                            deps::clear_produced(self.shared, self.tenant, key);
-                        }
-                        return Ok(Outcome::default());
-                    }
-                    None
-                }
-            },
+            self.accepted(key);
+            return Down::Absent { gone };
         };
-        let Some((object, translated)) = translated else {
-            self.set_synced(key, false);
-            let deleted = self
-                .delete_copies(key, idx, (&super_ns, &super_name), &copies, &[])
-                .await?;
-            // Nothing is left to remember of an object that is gone with its copies.
-            if gone {
-                self.tenant.ledger().forget(key);
+        let refusal = match self.translate(resource, (*object).clone(), true).await {
+            Ok(translated) => return Down::Copy(object, translated),
+            Err(refusal) => refusal,
+        };
+        self.refuse(key, Some(&object), &refusal).await;
+        // Out of the selection: its copy goes. Other refusals leave the copy (and its
+        // dependencies), but nothing it names flows up any more.
+        if refusal.reason == Reason::NotSelected {
+            return Down::Absent { gone: false };
+        }
+        if !resource.dependency {
+            // Listed at start with a copy, its references are recorded from the schema
+            // rules first: the dependencies its copy names stay.
+            if read.snapshot.supers.iter().any(|h| h.copy.is_some()) {
+                deps::ensure_recorded(self.shared, self.tenant, key, idx);
             }
-            return Ok(deleted);
-        };
+            deps::clear_produced(self.shared, self.tenant, key);
+        }
+        Down::Refused
+    }
+
+    /// Plans and applies the copies of `object`, translated to `translated`; then status
+    /// flows up.
+    async fn place(
+        &self,
+        key: &Key,
+        idx: usize,
+        resource: &Resource,
+        mut read: Read,
+        (object, translated): (&Arc<Value>, Translated),
+    ) -> Result<Outcome> {
         if !resource.dependency {
             deps::set(self.shared, self.tenant, key, &translated.references);
         }
+        let snapshot = &mut read.snapshot;
         // A cluster-scoped object's produced references name tenant namespaces where a
         // super-side controller will write (a composite's connection Secret): their super
         // namespaces must exist there.
-        let produced_ready = match namespaced {
+        let produced_ready = match snapshot.namespaced {
             true => true,
             false => match self
-                .ensure_produced_namespaces(key, &object, &translated.references)
+                .ensure_produced_namespaces(key, object, &translated.references)
                 .await?
             {
                 ProducedNamespaces::Ready => true,
@@ -190,12 +346,17 @@ impl Reconciler<'_> {
                 ProducedNamespaces::Stop(outcome) => return Ok(outcome),
             },
         };
-        let targets = match (targets.is_empty(), namespaced, wanted) {
-            (true, false, true) => placement::hosting(self.shared, self.tenant),
-            _ => targets,
+        if snapshot.targets.is_empty() && !snapshot.namespaced {
+            snapshot.targets = placement::hosting(self.shared, self.tenant);
+        }
+        let (desired, hash) = decide::stamped(translated.object);
+        let desired = Desired {
+            body: &desired,
+            hash: &hash,
         };
-        let Some(&source) = targets.first() else {
-            if namespaced {
+        let placing = match plan::plan(&read.snapshot, Some(desired)) {
+            Plan::Place(placing) => placing,
+            Plan::Unplaced => {
                 // No super may take the namespace (every candidate cordoned, or a super not
                 // listed yet that might hold it): it waits.
                 tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), "the namespace cannot be placed yet (no super cluster is a candidate, or one is not listed yet); waiting");
@@ -203,92 +364,109 @@ impl Reconciler<'_> {
             }
             // A cluster-scoped object goes where the tenant's namespaces are, and no super
             // holds one yet: the first super namespace queues it again. Copies elsewhere go.
-            return self
-                .delete_copies(key, idx, (&super_ns, &super_name), &copies, &[])
-                .await;
-        };
-        let (desired, hash) = decide::stamped(translated.object);
-        let mut status_from = None;
-        let mut applied = false;
-        // The copies' versions as this reconcile leaves them: what it found, its writes'
-        // answers, none where it deleted one (what is settled if nothing flows up).
-        let mut left: Vec<Option<String>> = copies
-            .iter()
-            .map(|c| c.as_ref().map(|(c, _)| rv(c).to_string()))
-            .collect();
-        // A super that fails does not stop the others; the first failure is returned at the
-        // end, and the key retried.
-        let mut failed = None;
-        // Whether every target holds a copy now; until then no copy elsewhere goes.
-        let mut complete = true;
-        // A migration's target first: the new copies do not wait for the old super.
-        for &i in targets.iter().rev() {
-            let Some(super_kind) = self.shared.supers[i].caches[idx].served() else {
-                complete = false;
-                continue;
-            };
-            if namespaced {
-                let marks = placed.map(|p| p.annotations(i, &self.shared.supers));
-                // The tenant's super namespace, also for a placed kind (it records which
-                // super runs the tenant namespace); the operator's namespace is never ferry's.
-                let tenant_super_ns = names.to_super(&key.namespace);
-                match self
-                    .ensure_namespace(i, key, &object, &tenant_super_ns, marks)
-                    .await
-                {
-                    Ok(None) => {}
-                    Ok(Some(outcome)) => return Ok(outcome),
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                        complete = false;
-                        continue;
-                    }
-                }
+            Plan::Homeless(deletes) | Plan::Remove(deletes) => {
+                let deleted = self.delete_copies(key, idx, &read.place, &deletes).await?;
+                return Ok(Outcome::wrote(!deleted.is_empty()));
             }
-            let place = (&super_kind.resource, super_ns.as_str(), super_name.as_str());
-            let copy = Copy {
-                super_index: i,
-                entry: idx,
-                found: copies[i].clone(),
-            };
-            let target = (&desired, hash.as_str());
-            match self
-                .copy_in(key, place, copy, target, &object, namespaced)
-                .await
-            {
-                Ok(Ok((current, wrote))) => {
-                    applied |= wrote;
-                    left[i] = Some(rv(&current).to_string());
-                    if i == source {
-                        status_from = Some(current);
+        };
+        let writing = Writing {
+            key,
+            idx,
+            object,
+            snapshot: &read.snapshot,
+            desired,
+            place: &read.place,
+        };
+        let applied = match self.apply(&writing, read.placed, placing).await? {
+            Finish::Applied(applied) => applied,
+            Finish::Stop(outcome) => return Ok(outcome),
+        };
+        let Some(current) = applied.status_from else {
+            return Ok(Outcome::wrote(applied.wrote));
+        };
+        // Every copy holds what the object asks for: the cache keeps it reduced from now on.
+        if applied.complete && self.tenant.caches[idx].check(object) {
+            self.tenant.ledger().check(key, read.context, &hash);
+        }
+        let copy = versions(
+            applied.left.iter().map(Option::as_deref),
+            &read.snapshot.targets,
+        );
+        // A target that does not serve the kind yet has no copy: not settled, so that the
+        // patrol looks again (its first list, empty, reports nothing that would).
+        let settle = (applied.complete && produced_ready).then_some(Seen { copy, ..read.seen });
+        let up = self
+            .flow_up(key, resource, (object, &current), settle, &read.tenant_kind)
+            .await?;
+        Ok(Outcome::wrote(applied.wrote || up))
+    }
+}
+
+/// What applying a [`Placing`] left.
+struct Applied {
+    /// It wrote something.
+    wrote: bool,
+    /// Every target holds a copy.
+    complete: bool,
+    /// The copy status flows up from, once written or found current.
+    status_from: Option<Arc<Value>>,
+    /// The copies' versions as it leaves them: what it found, its writes' answers, none where
+    /// it deleted one (what is settled if nothing flows up).
+    left: Vec<Option<String>>,
+}
+
+impl Reconciler<'_> {
+    /// Carries `placing` out: in each target, the tenant's super namespace, then the copy; a
+    /// super that fails does not stop the others (the first failure is returned at the end,
+    /// and the key retried). Copies elsewhere go once every target holds one.
+    async fn apply(
+        &self,
+        w: &Writing<'_>,
+        placed: Option<Placed>,
+        placing: Placing,
+    ) -> Result<Finish> {
+        let mut applied = Applied {
+            wrote: false,
+            complete: placing.complete,
+            status_from: None,
+            left: w
+                .snapshot
+                .supers
+                .iter()
+                .map(|h| h.copy.as_deref().map(|c| rv(c).to_string()))
+                .collect(),
+        };
+        let mut failed = None;
+        for write in placing.writes {
+            let at = write.at;
+            match self.write_at(w, placed, write).await {
+                Ok(Done::Held { current, wrote }) => {
+                    applied.wrote |= wrote;
+                    applied.left[at] = Some(rv(&current).to_string());
+                    if at == placing.source {
+                        applied.status_from = Some(current);
                     }
                 }
-                Ok(Err(outcome)) => return Ok(outcome),
+                Ok(Done::Stop(outcome)) => return Ok(Finish::Stop(outcome)),
+                Ok(Done::Unserved) => applied.complete = false,
                 Err(e) => {
                     failed.get_or_insert(e);
-                    complete = false;
+                    applied.complete = false;
                 }
             }
         }
         // Copies where they are no longer wanted go (a migration's old super is left to the
         // namespace's reconcile until the switch), once every target holds one: the only
         // copy of an object never goes because its new super refused it.
-        if complete {
+        if applied.complete {
             match self
-                .delete_copies(key, idx, (&super_ns, &super_name), &copies, &targets)
+                .delete_copies(w.key, w.idx, w.place, &placing.deletes)
                 .await
             {
                 Ok(deleted) => {
-                    applied |= deleted.wrote;
-                    // Gone where it was deleted; a copy already being deleted (a finalizer
-                    // holds it) is left as it was, and stays in `left` as found.
-                    for (i, version) in left.iter_mut().enumerate() {
-                        let found = copies[i].as_ref().map(|(c, _)| c.as_ref());
-                        if !targets.contains(&i)
-                            && matches!(decide::remove(found), Action::Delete { .. })
-                        {
-                            *version = None;
-                        }
+                    applied.wrote |= !deleted.is_empty();
+                    for at in deleted {
+                        applied.left[at] = None;
                     }
                 }
                 Err(e) => {
@@ -296,170 +474,145 @@ impl Reconciler<'_> {
                 }
             }
         }
-        if let Some(e) = failed {
-            return Err(e);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Finish::Applied(applied)),
         }
-        let Some(current) = status_from else {
-            return Ok(Outcome::wrote(applied));
-        };
-        // Every copy holds what the object asks for: the cache keeps it reduced from now on.
-        if complete && tenant_cache.check(&object) {
-            self.tenant.ledger().check(key, context, &hash);
-        }
-        let copy = versions(left.iter().map(Option::as_deref), &targets);
-        // A target that does not serve the kind yet has no copy: not settled, so that the
-        // patrol looks again (its first list, empty, reports nothing that would).
-        let settle = (complete && produced_ready).then_some(Seen { copy, ..seen });
-        let up = self
-            .flow_up(key, resource, (&object, &current), settle, &tenant_kind)
-            .await?;
-        Ok(Outcome::wrote(applied || up))
     }
 
-    /// Brings ferry's copy in one super (`copy`) in line with `desired` (digest `hash`):
-    /// the copy as it is then and whether it was written, or how the reconcile ends.
-    async fn copy_in(
+    /// One write of a plan in super `write.at`: the tenant's super namespace there first (for
+    /// a namespaced kind; a placed kind's too, as it records which super runs the tenant
+    /// namespace), then the copy.
+    async fn write_at(
         &self,
-        key: &Key,
-        place: (&ApiResource, &str, &str),
-        copy: Copy,
-        (desired, hash): (&Value, &str),
-        object: &Value,
-        namespaced: bool,
-    ) -> Result<std::result::Result<(Arc<Value>, bool), Outcome>> {
-        let (i, idx) = (copy.super_index, copy.entry);
-        let (actual, checked) = match copy.found {
-            Some((c, checked)) => (Some(c), checked),
-            None => (None, false),
+        w: &Writing<'_>,
+        placed: Option<Placed>,
+        write: Write,
+    ) -> Result<Done> {
+        let at = write.at;
+        let Some(kind) = self.shared.supers[at].caches[w.idx].served() else {
+            return Ok(Done::Unserved);
         };
-        let stale = self.tenant.ledger().cleanup_pending(key, i);
-        // A copy ferry wrote or found holding what it applies is held checked.
-        let mut action = decide::to_super(desired, hash, actual.as_deref(), uid(object), checked);
-        // The last apply left fields it dropped: apply again.
-        if let (true, Action::Nothing, Some(copy)) = (stale, &action, actual.as_deref()) {
-            action = decide::reapply(desired, copy);
+        if w.snapshot.namespaced {
+            let marks = placed.map(|p| p.annotations(at, &self.shared.supers));
+            let super_ns = self.tenant.names().to_super(&w.key.namespace);
+            if let Some(outcome) = self
+                .ensure_namespace(at, w.key, w.object, &super_ns, marks)
+                .await?
+            {
+                return Ok(Done::Stop(outcome));
+            }
         }
-        let supers = &self.shared.supers;
+        self.write_one(w, (at, &kind.resource), write.step).await
+    }
+
+    /// Carries out `step` for ferry's copy in super `at` (served as `api`). A create that
+    /// finds the name taken reads what holds it, once, and plans again.
+    async fn write_one(
+        &self,
+        w: &Writing<'_>,
+        (at, api): (usize, &ApiResource),
+        mut step: CopyWrite,
+    ) -> Result<Done> {
+        let target = &self.shared.supers[at];
+        let held = &w.snapshot.supers[at];
         let mut read = false;
         loop {
-            match action {
-                Action::Nothing => {
-                    return Ok(match actual {
-                        Some(current) => {
-                            if !checked {
-                                supers[i].caches[idx].check(&current);
-                            }
-                            Ok((current, false))
-                        }
-                        None => Err(Outcome::default()),
-                    })
-                }
-                Action::Create(body) => {
-                    match self.write_copy(key, (i, idx), place, &body).await {
-                        Ok(out) => return Ok(Ok((out, true))),
-                        // Something holds the name: ferry's copy the cache has not seen yet, or
-                        // someone else's object. Only now is it read, once.
-                        Err(e) if e.code() == Some(409) && !read => {
-                            read = true;
-                            let found = supers[i].writer.get(place.0, place.1, place.2).await?;
-                            action = decide::checked(
-                                found.as_ref(),
-                                key,
-                                namespaced,
-                                &body,
-                                uid(object),
-                            );
-                        }
-                        Err(e) => return Err(e),
+            step = match step {
+                CopyWrite::Nothing => {
+                    let Some(current) = held.copy.clone() else {
+                        return Ok(Done::Stop(Outcome::default()));
+                    };
+                    if !held.checked {
+                        target.caches[w.idx].check(&current);
                     }
+                    return Ok(Done::Held {
+                        current,
+                        wrote: false,
+                    });
                 }
-                Action::Apply(body) => {
-                    tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %supers[i].name, "the super copy differs; applying");
-                    let out = self.write_copy(key, (i, idx), place, &body).await?;
-                    return Ok(Ok((out, true)));
+                CopyWrite::Create(body) => match self.write_copy(w, (at, api), &body).await {
+                    Ok(current) => {
+                        return Ok(Done::Held {
+                            current,
+                            wrote: true,
+                        })
+                    }
+                    // Something holds the name: ferry's copy the cache has not seen yet, or
+                    // someone else's object. Only now is it read, once.
+                    Err(e) if e.code() == Some(409) && !read => {
+                        read = true;
+                        let (namespace, name) = (&w.place.namespace, &w.place.name);
+                        let found = target.writer.get(api, namespace, name).await?;
+                        plan::after_conflict(found.as_ref(), w.key, w.snapshot, w.desired)
+                    }
+                    Err(e) => return Err(e),
+                },
+                CopyWrite::Apply(body) => {
+                    tracing::debug!(tenant = %self.tenant.name, object = %self.shared.describe(w.key), cluster = %target.name, "the super copy differs; applying");
+                    let current = self.write_copy(w, (at, api), &body).await?;
+                    return Ok(Done::Held {
+                        current,
+                        wrote: true,
+                    });
                 }
-                Action::Recreate { .. } => {
-                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %supers[i].name, "tenant uid changed; replacing the super copy");
-                    let deleted = self.delete_copy(key, (i, idx), place, action).await?;
-                    return Ok(Err(Outcome {
+                CopyWrite::Recreate(doomed) => {
+                    tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(w.key), cluster = %target.name, "tenant uid changed; replacing the super copy");
+                    let delete = Delete { at, doomed };
+                    let wrote = self.delete_copy(w.key, w.idx, w.place, &delete).await?;
+                    return Ok(Done::Stop(Outcome {
+                        wrote,
                         again: Some(LOOK_AGAIN),
-                        ..deleted
                     }));
                 }
-                Action::Wait => return Ok(Err(Outcome::again(WAIT_FOR_DELETION))),
-                Action::Refuse(refusal) => {
-                    self.refuse(key, Some(object), &refusal).await;
-                    return Ok(Err(Outcome::default()));
+                CopyWrite::Wait => return Ok(Done::Stop(Outcome::again(WAIT_FOR_DELETION))),
+                CopyWrite::Refuse(refusal) => {
+                    self.refuse(w.key, Some(w.object), &refusal).await;
+                    return Ok(Done::Stop(Outcome::default()));
                 }
-                _ => return Ok(Err(Outcome::default())),
             }
         }
     }
 
-    /// Deletes ferry's copies (`copies`, one per super) in every super but `keep`.
-    async fn delete_copies(
-        &self,
-        key: &Key,
-        idx: usize,
-        (namespace, name): (&str, &str),
-        copies: &[Option<(Arc<Value>, bool)>],
-        keep: &[usize],
-    ) -> Result<Outcome> {
-        let mut wrote = false;
-        for (i, copy) in copies.iter().enumerate() {
-            if keep.contains(&i) {
-                continue;
-            }
-            let Some(resource) = self.shared.supers[i].caches[idx].served() else {
-                continue;
-            };
-            let action = decide::remove(copy.as_ref().map(|(c, _)| c.as_ref()));
-            let place = (&resource.resource, namespace, name);
-            wrote |= self.delete_copy(key, (i, idx), place, action).await?.wrote;
-        }
-        Ok(Outcome::wrote(wrote))
-    }
-
-    /// Writes the super copy `body` at `place` in super `i` (policy entry `idx`): a create
-    /// (nothing may hold the name), or an apply to the copy whose uid the body names.
+    /// Writes the super copy `body` in super `at` (served as `api`): a create (nothing may
+    /// hold the name), or an apply to the copy whose uid the body names.
     async fn write_copy(
         &self,
-        key: &Key,
-        (i, idx): (usize, usize),
-        place: (&ApiResource, &str, &str),
+        w: &Writing<'_>,
+        (at, api): (usize, &ApiResource),
         body: &Value,
     ) -> Result<Arc<Value>> {
         // A create is a POST, the super API server's cheapest write: 1.16x the super's CPU of
         // a direct create, 1.43x with a server-side apply (`cargo xtask bench --sync`).
-        let target = &self.shared.supers[i];
+        let target = &self.shared.supers[at];
         let written = match meta_str(body, "uid") {
             Some(uid) => {
                 target
                     .writer
-                    .apply_copy(place.0, body, Precondition::Uid(uid))
+                    .apply_copy(api, body, Precondition::Uid(uid))
                     .await
             }
-            None => target.writer.create(place.0, body).await,
+            None => target.writer.create(api, body).await,
         };
+        let stale = (w.key.clone(), at);
         let out = match written {
             Ok(out) => {
                 let mut ledger = self.tenant.ledger();
                 if !ledger.stale.is_empty() {
-                    ledger.stale.remove(&(key.clone(), i));
+                    ledger.stale.remove(&stale);
                 }
-                drop(ledger);
                 out
             }
             Err(e) => {
                 if matches!(e, crate::write::Error::Cleanup(_)) {
                     let failed = {
                         let mut ledger = self.tenant.ledger();
-                        let failed = ledger.stale.entry((key.clone(), i)).or_default();
+                        let failed = ledger.stale.entry(stale).or_default();
                         *failed += 1;
                         *failed
                     };
                     if failed == crate::ledger::CLEANUP_TRIES {
-                        tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, error = %e, "gave up removing the fields an apply dropped from the super copy");
+                        tracing::warn!(tenant = %self.tenant.name, object = %self.shared.describe(w.key), cluster = %target.name, error = %e, "gave up removing the fields an apply dropped from the super copy");
                     }
                 }
                 return Err(e);
@@ -467,39 +620,55 @@ impl Reconciler<'_> {
         };
         // Held checked: whatever the API server made of the body (defaults, pruning), it is
         // what ferry applied, so no write loop can start.
-        target.caches[idx].remember_applied(out.clone());
+        target.caches[w.idx].remember_applied(out.clone());
         Ok(Arc::new(out))
     }
 
-    /// Deletes ferry's copy at `(resource, namespace, name)` in super `i` when `action` says
-    /// so.
+    /// Carries out `deletes` of ferry's copies of `key` (at `place`): the supers whose copy
+    /// was deleted.
+    async fn delete_copies(
+        &self,
+        key: &Key,
+        idx: usize,
+        place: &Place,
+        deletes: &[Delete],
+    ) -> Result<Vec<usize>> {
+        let mut deleted = Vec::new();
+        for delete in deletes {
+            if self.delete_copy(key, idx, place, delete).await? {
+                deleted.push(delete.at);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes ferry's copy `delete.doomed` of `key` (at `place`) in super `delete.at`, if
+    /// that super still serves the kind.
     async fn delete_copy(
         &self,
         key: &Key,
-        (i, idx): (usize, usize),
-        (resource, namespace, name): (&ApiResource, &str, &str),
-        action: Action,
-    ) -> Result<Outcome> {
-        let (Action::Delete { uid, version } | Action::Recreate { uid, version }) = action else {
-            return Ok(Outcome::default());
+        idx: usize,
+        place: &Place,
+        delete: &Delete,
+    ) -> Result<bool> {
+        let target = &self.shared.supers[delete.at];
+        let Some(kind) = target.caches[idx].served() else {
+            return Ok(false);
         };
-        let target = &self.shared.supers[i];
+        let Doomed { uid, version } = &delete.doomed;
         target
             .writer
-            .delete(resource, namespace, name, (&uid, &version))
+            .delete(
+                &kind.resource,
+                &place.namespace,
+                &place.name,
+                (uid, version),
+            )
             .await?;
-        target.caches[idx].forget(namespace, name);
+        target.caches[idx].forget(&place.namespace, &place.name);
         tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), cluster = %target.name, "deleted the super copy");
-        Ok(Outcome::wrote(true))
+        Ok(true)
     }
-}
-
-/// ferry's copy of a key in one super, as the cache holds it (and whether it is checked).
-struct Copy {
-    super_index: usize,
-    /// The policy entry (the index of its caches).
-    entry: usize,
-    found: Option<(Arc<Value>, bool)>,
 }
 
 /// While no super may take a namespace, look again this often.
