@@ -303,7 +303,6 @@ pub fn up(supers: &[String], tenants: &[String], audit: bool) -> Result<()> {
             Some(port) if running => u16::try_from(port)?,
             _ => free_port()?,
         };
-        let p = |f: &str| pki.join(f).display().to_string();
         let super_side = supers.contains(name);
         let etcd = if super_side || state.get("etcd-tenants").is_none() {
             "etcd"
@@ -311,27 +310,7 @@ pub fn up(supers: &[String], tenants: &[String], audit: bool) -> Result<()> {
             "etcd-tenants"
         };
         let etcd_port = state[etcd]["port"].as_u64().unwrap_or(0);
-        let mut args: Vec<String> = vec![
-            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
-            format!("--etcd-prefix=/registry-{name}"),
-            format!("--secure-port={port}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
-            format!("--tls-cert-file={}", p("serving.crt")),
-            format!("--tls-private-key-file={}", p("serving.key")),
-            format!("--client-ca-file={}", p("ca.crt")),
-            "--service-account-issuer=https://kubernetes.default.svc".into(),
-            format!("--service-account-key-file={}", p("sa.pub")),
-            format!("--service-account-signing-key-file={}", p("sa.key")),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--authorization-mode=Node,RBAC".into(),
-            // No controllers run here: nothing would reconcile endpoints, and priority and
-            // fairness only costs memory on a test machine.
-            "--endpoint-reconciler-type=none".into(),
-            "--enable-priority-and-fairness=false".into(),
-            "--profiling=false".into(),
-            format!("--cert-dir={}", dir.join(format!("certs-{name}")).display()),
-        ];
+        let mut args = apiserver_args(&pki, name, port, etcd_port);
         if audit {
             args.extend(audit_args(&dir, name)?);
         }
@@ -366,6 +345,34 @@ pub fn up(supers: &[String], tenants: &[String], audit: bool) -> Result<()> {
         println!("  {name:<12} KUBECONFIG={}", path.display());
     }
     Ok(())
+}
+
+/// The arguments of `name`'s kube-apiserver on `port`, its etcd on `etcd_port`, its
+/// certificates in `pki`.
+fn apiserver_args(pki: &Path, name: &str, port: u16, etcd_port: u64) -> Vec<String> {
+    let dir = clusters_dir();
+    let p = |f: &str| pki.join(f).display().to_string();
+    vec![
+        format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+        format!("--etcd-prefix=/registry-{name}"),
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--tls-cert-file={}", p("serving.crt")),
+        format!("--tls-private-key-file={}", p("serving.key")),
+        format!("--client-ca-file={}", p("ca.crt")),
+        "--service-account-issuer=https://kubernetes.default.svc".into(),
+        format!("--service-account-key-file={}", p("sa.pub")),
+        format!("--service-account-signing-key-file={}", p("sa.key")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--authorization-mode=Node,RBAC".into(),
+        // No controllers run here: nothing would reconcile endpoints, and priority and
+        // fairness only costs memory on a test machine.
+        "--endpoint-reconciler-type=none".into(),
+        "--enable-priority-and-fairness=false".into(),
+        "--profiling=false".into(),
+        format!("--cert-dir={}", dir.join(format!("certs-{name}")).display()),
+    ]
 }
 
 /// Starts an etcd named `name` (its data in `<clusters>/<name>`, log in `logs/<name>.log`).

@@ -251,6 +251,149 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     }
 }
 
+/// The tenants of `spec.tenants` in the config file `path`: valid names and domains, a valid
+/// set, each domain apart from the others'.
+fn tenants(
+    path: &Path,
+    positions: &Positions,
+    entries: &[TenantEntry],
+) -> Result<Vec<TenantConfig>> {
+    let invalid = |at: &str, message: String| Error {
+        at: positions.at(at),
+        message,
+    };
+    let mut tenants = Vec::new();
+    for (i, t) in entries.iter().enumerate() {
+        let name = Tenant::new(&t.name)
+            .map_err(|e| invalid(&format!("spec.tenants[{i}].name"), e.to_string()))?;
+        for (j, domain) in t.domains.iter().enumerate() {
+            if let Some(why) = crate::naming::embedded::domain_problem(domain) {
+                return Err(invalid(
+                    &format!("spec.tenants[{i}].domains[{j}]"),
+                    format!("{domain:?}: {why}"),
+                ));
+            }
+        }
+        tenants.push(TenantConfig {
+            name,
+            kubeconfig: relative(path, &t.kubeconfig),
+            domains: t.domains.clone(),
+        });
+    }
+    domains_apart(&tenants)
+        .map_err(|(i, message)| invalid(&format!("spec.tenants[{i}].domains"), message))?;
+    check_tenant_set(tenants.iter().map(|t| &t.name)).map_err(|e| {
+        // Point at the entry that makes the set invalid: the longer name, or the repeat.
+        let culprit = match &e {
+            crate::naming::Error::PrefixCollision { long, .. } => {
+                tenants.iter().position(|t| t.name.as_str() == long)
+            }
+            crate::naming::Error::DuplicateTenant(name) => {
+                tenants.iter().rposition(|t| t.name.as_str() == name)
+            }
+            crate::naming::Error::InvalidTenant { .. } => None,
+        };
+        let at = culprit.map_or("spec.tenants".to_string(), |i| {
+            format!("spec.tenants[{i}].name")
+        });
+        invalid(&at, e.to_string())
+    })?;
+    Ok(tenants)
+}
+
+/// ferry's own namespaces, as the config names them.
+struct Own<'a> {
+    leader_election: Option<&'a LeaderElection>,
+    tenant_secrets: Option<&'a TenantSecrets>,
+    sharding: Option<&'a Sharding>,
+}
+
+impl Own<'_> {
+    /// ferry's own namespaces (the Lease's, the tenant Secrets') must not be reachable as a
+    /// tenant's super namespace, nor be one another.
+    fn apart(&self, positions: &Positions, tenants: &[TenantConfig]) -> Result<()> {
+        let invalid = |at: &str, message: String| Error {
+            at: positions.at(at),
+            message,
+        };
+        // tenant's super namespace.
+        let lease_ns = self
+            .leader_election
+            .map_or(LeaderElection::default().namespace, |l| l.namespace.clone());
+        if let Some(ts) = self.tenant_secrets.filter(|t| t.namespace == lease_ns) {
+            return Err(invalid(
+                "spec.tenantSecrets",
+                format!(
+                    "tenantSecrets.namespace {:?} is ferry's own namespace (leaderElection.namespace): whoever writes tenant Secrets there could reach ferry's credentials; use a namespace of their own",
+                    ts.namespace
+                ),
+            ));
+        }
+        if let Some(sh) = self.sharding.filter(|sh| {
+            self.tenant_secrets
+                .is_some_and(|t| t.namespace == sh.namespace)
+        }) {
+            return Err(invalid(
+                "spec.sharding.namespace",
+                format!(
+                    "sharding.namespace {:?} is the tenant Secrets' namespace: whoever writes tenant Secrets could forge ferry's Leases; use ferry's own namespace",
+                    sh.namespace
+                ),
+            ));
+        }
+        let owned: Vec<String> = std::iter::once(lease_ns)
+            .chain(self.tenant_secrets.map(|t| t.namespace.clone()))
+            .chain(self.sharding.map(|s| s.namespace.clone()))
+            .collect();
+        if let Some((i, t, own)) = tenants.iter().enumerate().find_map(|(i, t)| {
+            owned
+                .iter()
+                .find(|own| own.starts_with(&format!("{}-", t.name)))
+                .map(|own| (i, t, own))
+        }) {
+            return Err(invalid(
+                &format!("spec.tenants[{i}].name"),
+                format!(
+                    "tenant {:?} could own ferry's namespace {own:?} (its namespace {:?} maps there); rename the tenant or ferry's namespace",
+                    t.name.as_str(),
+                    &own[t.name.as_str().len() + 1..]
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `spec.patrolInterval`: 60s unless given.
+fn patrol_interval(positions: &Positions, text: Option<&str>) -> Result<Duration> {
+    let Some(text) = text else {
+        return Ok(Duration::from_secs(60));
+    };
+    match parse_duration(text) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(Error {
+            at: positions.at("spec.patrolInterval"),
+            message: format!("patrolInterval: expected a duration like 60s or 5m, found {text:?}"),
+        }),
+    }
+}
+
+/// `spec.metrics.address`: 127.0.0.1:9464 unless given.
+fn metrics_address(
+    positions: &Positions,
+    metrics: Option<Metrics>,
+) -> Result<std::net::SocketAddr> {
+    let metrics_text = metrics
+        .map(|m| m.address)
+        .unwrap_or_else(|| "127.0.0.1:9464".into());
+    metrics_text.parse().map_err(|_| Error {
+        at: positions.at("spec.metrics.address"),
+        message: format!(
+            "metrics.address: expected host:port like 127.0.0.1:9464, found {metrics_text:?}"
+        ),
+    })
+}
+
 /// Loads and validates `path`.
 pub fn load(path: &Path) -> Result<Config> {
     let text = crate::locate::read_text(path).map_err(|e| Error {
@@ -286,119 +429,21 @@ pub fn load(path: &Path) -> Result<Config> {
     }
     let _ = file.metadata;
     let spec = file.spec;
-    let mut tenants = Vec::new();
-    for (i, t) in spec.tenants.iter().enumerate() {
-        let name = Tenant::new(&t.name)
-            .map_err(|e| invalid(&format!("spec.tenants[{i}].name"), e.to_string()))?;
-        for (j, domain) in t.domains.iter().enumerate() {
-            if let Some(why) = crate::naming::embedded::domain_problem(domain) {
-                return Err(invalid(
-                    &format!("spec.tenants[{i}].domains[{j}]"),
-                    format!("{domain:?}: {why}"),
-                ));
-            }
-        }
-        tenants.push(TenantConfig {
-            name,
-            kubeconfig: relative(path, &t.kubeconfig),
-            domains: t.domains.clone(),
-        });
-    }
-    domains_apart(&tenants)
-        .map_err(|(i, message)| invalid(&format!("spec.tenants[{i}].domains"), message))?;
-    check_tenant_set(tenants.iter().map(|t| &t.name)).map_err(|e| {
-        // Point at the entry that makes the set invalid: the longer name, or the repeat.
-        let culprit = match &e {
-            crate::naming::Error::PrefixCollision { long, .. } => {
-                tenants.iter().position(|t| t.name.as_str() == long)
-            }
-            crate::naming::Error::DuplicateTenant(name) => {
-                tenants.iter().rposition(|t| t.name.as_str() == name)
-            }
-            crate::naming::Error::InvalidTenant { .. } => None,
-        };
-        let at = culprit.map_or("spec.tenants".to_string(), |i| {
-            format!("spec.tenants[{i}].name")
-        });
-        invalid(&at, e.to_string())
-    })?;
+    let tenants = tenants(path, &positions, &spec.tenants)?;
     let tenant_secrets = spec
         .tenant_secrets
         .map(|e| secrets::tenant_secrets(&positions, e))
         .transpose()?;
-    // ferry's own namespaces (the Lease's, the tenant Secrets') must not be reachable as a
-    // tenant's super namespace.
-    let lease_ns = spec
-        .leader_election
-        .as_ref()
-        .map_or(LeaderElection::default().namespace, |l| l.namespace.clone());
-    if let Some(ts) = tenant_secrets.as_ref().filter(|t| t.namespace == lease_ns) {
-        return Err(invalid(
-            "spec.tenantSecrets",
-            format!(
-                "tenantSecrets.namespace {:?} is ferry's own namespace (leaderElection.namespace): whoever writes tenant Secrets there could reach ferry's credentials; use a namespace of their own",
-                ts.namespace
-            ),
-        ));
-    }
     let leader_elect = spec.leader_election.as_ref().is_some_and(|l| l.enabled);
     let sharding = sharding::sharding(&positions, spec.sharding, leader_elect)?;
-    if let Some(sh) = sharding.as_ref().filter(|sh| {
-        tenant_secrets
-            .as_ref()
-            .is_some_and(|t| t.namespace == sh.namespace)
-    }) {
-        return Err(invalid(
-            "spec.sharding.namespace",
-            format!(
-                "sharding.namespace {:?} is the tenant Secrets' namespace: whoever writes tenant Secrets could forge ferry's Leases; use ferry's own namespace",
-                sh.namespace
-            ),
-        ));
-    }
-    let owned: Vec<String> = std::iter::once(lease_ns)
-        .chain(tenant_secrets.as_ref().map(|t| t.namespace.clone()))
-        .chain(sharding.as_ref().map(|s| s.namespace.clone()))
-        .collect();
-    if let Some((i, t, own)) = tenants.iter().enumerate().find_map(|(i, t)| {
-        owned
-            .iter()
-            .find(|own| own.starts_with(&format!("{}-", t.name)))
-            .map(|own| (i, t, own))
-    }) {
-        return Err(invalid(
-            &format!("spec.tenants[{i}].name"),
-            format!(
-                "tenant {:?} could own ferry's namespace {own:?} (its namespace {:?} maps there); rename the tenant or ferry's namespace",
-                t.name.as_str(),
-                &own[t.name.as_str().len() + 1..]
-            ),
-        ));
-    }
-    let patrol_interval = match &spec.patrol_interval {
-        None => Duration::from_secs(60),
-        Some(text) => match parse_duration(text) {
-            Some(d) if !d.is_zero() => d,
-            _ => {
-                return Err(invalid(
-                    "spec.patrolInterval",
-                    format!("patrolInterval: expected a duration like 60s or 5m, found {text:?}"),
-                ))
-            }
-        },
+    let own = Own {
+        leader_election: spec.leader_election.as_ref(),
+        tenant_secrets: tenant_secrets.as_ref(),
+        sharding: sharding.as_ref(),
     };
-    let metrics_text = spec
-        .metrics
-        .map(|m| m.address)
-        .unwrap_or_else(|| "127.0.0.1:9464".into());
-    let metrics_address = metrics_text.parse().map_err(|_| {
-        invalid(
-            "spec.metrics.address",
-            format!(
-                "metrics.address: expected host:port like 127.0.0.1:9464, found {metrics_text:?}"
-            ),
-        )
-    })?;
+    own.apart(&positions, &tenants)?;
+    let patrol_interval = patrol_interval(&positions, spec.patrol_interval.as_deref())?;
+    let metrics_address = metrics_address(&positions, spec.metrics)?;
     let supers = supers::supers(path, &positions, spec.super_cluster, spec.supers)?;
     let names: Vec<Tenant> = tenants.iter().map(|t| t.name.clone()).collect();
     let placement = supers::rules(&positions, spec.placement, &supers, &names)?;

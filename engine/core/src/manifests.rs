@@ -127,14 +127,23 @@ fn key_of(relative: &str) -> String {
         .collect()
 }
 
-/// The super cluster's manifests for the SyncConfig at `config_path`.
-pub fn super_cluster(
+/// The SyncConfig (rewritten for the pod) and the policy's files, as ConfigMap data.
+struct ConfigFiles {
+    /// ConfigMap key to file text.
+    data: Map<String, Value>,
+    /// The volume's items: key to relative path.
+    items: Vec<Value>,
+    /// Where the SyncConfig is mounted.
+    mount: String,
+}
+
+/// The files of the SyncConfig at `config_path` and its policy, for the ConfigMap.
+fn config_files(
     config_path: &Path,
     config: &Config,
     policy: &Policy,
     options: &Options,
-) -> Result<Manifests, Error> {
-    let namespace = config.ferry_namespace();
+) -> Result<ConfigFiles, Error> {
     let files = files(config_path, policy)?;
     let root = common_root(&files);
     let mut data = Map::new();
@@ -171,6 +180,46 @@ pub fn super_cluster(
         data.insert(key.clone(), Value::String(text));
         items.push(json!({"key": key, "path": relative}));
     }
+    Ok(ConfigFiles {
+        data,
+        items,
+        mount: config_mount,
+    })
+}
+
+/// The PodDisruptionBudget: sharded replicas are drained one at a time (each hands its
+/// tenants over); leader-elected ones keep one running.
+fn disruption_budget(namespace: &str, config: &Config, options: &Options) -> Value {
+    let budget = if options.replicas > 1 && config.sharding.is_none() {
+        json!({"minAvailable": 1})
+    } else {
+        json!({"maxUnavailable": 1})
+    };
+    let mut pdb = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(NAME, Some(namespace)),
+        "spec": {"selector": {"matchLabels": labels()}},
+    });
+    for (k, v) in budget.as_object().into_iter().flatten() {
+        pdb["spec"][k] = v.clone();
+    }
+    pdb
+}
+
+/// The super cluster's manifests for the SyncConfig at `config_path`.
+pub fn super_cluster(
+    config_path: &Path,
+    config: &Config,
+    policy: &Policy,
+    options: &Options,
+) -> Result<Manifests, Error> {
+    let namespace = config.ferry_namespace();
+    let ConfigFiles {
+        data,
+        items,
+        mount: config_mount,
+    } = config_files(config_path, config, policy, options)?;
     let (kubeconfigs, mut warnings) = kubeconfigs(config)?;
     // New configuration or rotated kubeconfigs roll the pods.
     let digest = hex(&Sha256::digest(
@@ -207,22 +256,7 @@ pub fn super_cluster(
         sharding: config.sharding.as_ref(),
     };
     documents.push(deployment::deployment(pod, options));
-    // Sharded replicas are drained one at a time (each hands its tenants over).
-    let budget = if options.replicas > 1 && config.sharding.is_none() {
-        json!({"minAvailable": 1})
-    } else {
-        json!({"maxUnavailable": 1})
-    };
-    let mut pdb = json!({
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": meta(NAME, Some(namespace)),
-        "spec": {"selector": {"matchLabels": labels()}},
-    });
-    for (k, v) in budget.as_object().into_iter().flatten() {
-        pdb["spec"][k] = v.clone();
-    }
-    documents.push(pdb);
+    documents.push(disruption_budget(namespace, config, options));
     documents.push(json!({
         "apiVersion": "v1",
         "kind": "Service",

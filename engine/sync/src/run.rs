@@ -262,6 +262,60 @@ impl Writing {
     }
 }
 
+/// Clients of every super cluster in `config`, checked to reach distinct clusters.
+async fn connect(
+    options: &Options,
+    config: &Config,
+) -> Result<Vec<(ferry_core::config::SuperConfig, crate::client::Clients)>> {
+    let mut supers = Vec::new();
+    for s in &config.supers {
+        supers.push((
+            s.clone(),
+            crate::client::super_clients(s.kubeconfig.as_deref()).await?,
+        ));
+    }
+    same_clusters(&options.config, &supers).await?;
+    Ok(supers)
+}
+
+/// This replica's sharding, when `config` shards: Leases in the first super cluster
+/// (`clients`).
+fn sharding(
+    config: &Config,
+    writing: &Writing,
+    clients: &crate::client::Clients,
+    identity: &str,
+    shared: &Arc<Shared>,
+) -> Option<crate::shard::Shard> {
+    let (sh, channels) = config.sharding.as_ref().zip(writing.channels.as_ref())?;
+    let leases = crate::shard::Leases::new(
+        clients.requests.clone(),
+        &sh.namespace,
+        i32::try_from(sh.lease_duration.as_secs()).unwrap_or(i32::MAX),
+    );
+    Some(crate::shard::Shard::new(
+        leases,
+        identity.to_string(),
+        sh.lease_duration,
+        channels,
+        shared.clone(),
+    ))
+}
+
+/// Sharded: the fence shut, the membership released, every tenant drained and released;
+/// the drain is bounded by a third of the `lease`, and releases take a request each.
+async fn release_shard(
+    task: Option<tokio::task::JoinHandle<Result<(), crate::shard::Error>>>,
+    lease: Option<Duration>,
+    stop_tx: &watch::Sender<bool>,
+) {
+    if let Some(task) = task.filter(|t| !t.is_finished()) {
+        stop_tx.send_replace(true);
+        let lease = lease.unwrap_or_default();
+        let _ = tokio::time::timeout(lease / 3 + Duration::from_secs(20), task).await;
+    }
+}
+
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
     let config = ferry_core::config::load(&options.config)?;
@@ -275,14 +329,7 @@ pub async fn run(options: Options) -> Result<()> {
         .as_ref()
         .map_or(crate::client::REQUEST_TIMEOUT, |s| s.lease_duration / 3);
     crate::client::identify(&identity, timeout);
-    let mut supers = Vec::new();
-    for s in &config.supers {
-        supers.push((
-            s.clone(),
-            crate::client::super_clients(s.kubeconfig.as_deref()).await?,
-        ));
-    }
-    same_clusters(&options.config, &supers).await?;
+    let supers = connect(&options, &config).await?;
     // The Leases live in the first super cluster.
     let super_clients = supers[0].1.clone();
     let metrics = Arc::new(Metrics::default());
@@ -299,24 +346,7 @@ pub async fn run(options: Options) -> Result<()> {
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let config_lease = config.sharding.as_ref().map(|s| s.lease_duration);
-    let shard = config
-        .sharding
-        .as_ref()
-        .zip(writing.channels.as_ref())
-        .map(|(sh, channels)| {
-            let leases = crate::shard::Leases::new(
-                super_clients.requests.clone(),
-                &sh.namespace,
-                i32::try_from(sh.lease_duration.as_secs()).unwrap_or(i32::MAX),
-            );
-            crate::shard::Shard::new(
-                leases,
-                identity.clone(),
-                sh.lease_duration,
-                channels,
-                shared.clone(),
-            )
-        });
+    let shard = sharding(&config, &writing, &super_clients, &identity, &shared);
     let probes = Probes {
         shared: Arc::downgrade(&shared),
         identity: identity.clone(),
@@ -365,13 +395,7 @@ pub async fn run(options: Options) -> Result<()> {
     .await;
     let stopped = wait(shard_task.as_mut()).await;
     engine.stop_outer();
-    // Sharded: the fence shut, the membership released, every tenant drained and released.
-    if let Some(task) = shard_task.filter(|t| !t.is_finished()) {
-        stop_tx.send_replace(true);
-        // Its drain is bounded by a third of the lease; releases take a request each.
-        let lease = config_lease.unwrap_or_default();
-        let _ = tokio::time::timeout(lease / 3 + Duration::from_secs(20), task).await;
-    }
+    release_shard(shard_task, config_lease, &stop_tx).await;
     engine.finish(elector, &stop_tx).await;
     on_leader.abort();
     server.abort();

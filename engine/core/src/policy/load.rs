@@ -322,14 +322,11 @@ fn is_version(v: &str) -> bool {
         })
 }
 
-fn load_resource(
-    p: &Parsed,
-    i: usize,
-    entry: &super::model::ResourceEntry,
-    options: &LoadOptions,
-    policy: &Policy,
-) -> Result<Resource> {
-    let here = |field: &str| p.positions.at(&format!("spec.resources[{i}].{field}"));
+/// The entry's apiVersion and kind, checked: its group.
+fn checked_type<'e>(
+    entry: &'e super::model::ResourceEntry,
+    here: &dyn Fn(&str) -> Location,
+) -> Result<&'e str> {
     let invalid = |field: &str, message: String| Error::Invalid {
         at: here(field),
         message,
@@ -362,6 +359,20 @@ fn load_resource(
             ),
         ));
     }
+    Ok(group)
+}
+
+/// The entry's direction (`produced: true` is one), checked against its other fields.
+fn direction(
+    p: &Parsed,
+    i: usize,
+    entry: &super::model::ResourceEntry,
+    here: &dyn Fn(&str) -> Location,
+) -> Result<Direction> {
+    let invalid = |field: &str, message: String| Error::Invalid {
+        at: here(field),
+        message,
+    };
     let direction = match (entry.direction, entry.produced) {
         (Some(Direction::FromSuper), true) => {
             return Err(invalid(
@@ -392,20 +403,18 @@ fn load_resource(
             "dependency: true needs direction toSuper (dependencies are tenant objects synced down while referenced)".into(),
         ));
     }
-    let selector = match (&entry.selector, direction) {
-        (Some(s), _) => {
-            if let Some(problem) = s.problem() {
-                return Err(invalid("selector", format!("selector: {problem}")));
-            }
-            Some(s.clone())
-        }
-        (None, Direction::FromSuper) => Some(LabelSelector {
-            match_labels: [(DEFAULT_PUBLIC_LABEL.to_string(), "true".to_string())].into(),
-            match_expressions: Vec::new(),
-        }),
-        (None, Direction::ToSuper | Direction::Produced) => None,
-    };
-    let transforms = transforms(entry, direction, policy, &here)?;
+    Ok(direction)
+}
+
+/// The entry's compiled schema plan (cached in `options.plans`) with its JSONPath field
+/// rules.
+fn plan(
+    p: &Parsed,
+    i: usize,
+    entry: &super::model::ResourceEntry,
+    options: &LoadOptions,
+    here: &dyn Fn(&str) -> Location,
+) -> Result<Arc<Plan>> {
     let plan = match &entry.schema {
         Some(schema) => {
             let file = relative(&p.file, schema);
@@ -430,6 +439,38 @@ fn load_resource(
             &at,
         )?)
     };
+    Ok(plan)
+}
+
+fn load_resource(
+    p: &Parsed,
+    i: usize,
+    entry: &super::model::ResourceEntry,
+    options: &LoadOptions,
+    policy: &Policy,
+) -> Result<Resource> {
+    let here = |field: &str| p.positions.at(&format!("spec.resources[{i}].{field}"));
+    let invalid = |field: &str, message: String| Error::Invalid {
+        at: here(field),
+        message,
+    };
+    let group = checked_type(entry, &here)?;
+    let direction = direction(p, i, entry, &here)?;
+    let selector = match (&entry.selector, direction) {
+        (Some(s), _) => {
+            if let Some(problem) = s.problem() {
+                return Err(invalid("selector", format!("selector: {problem}")));
+            }
+            Some(s.clone())
+        }
+        (None, Direction::FromSuper) => Some(LabelSelector {
+            match_labels: [(DEFAULT_PUBLIC_LABEL.to_string(), "true".to_string())].into(),
+            match_expressions: Vec::new(),
+        }),
+        (None, Direction::ToSuper | Direction::Produced) => None,
+    };
+    let transforms = transforms(entry, direction, policy, &here)?;
+    let plan = plan(p, i, entry, options, &here)?;
     let annotations = super::annotations::load(
         entry.annotations.as_ref(),
         direction,

@@ -40,28 +40,7 @@ pub(super) fn load_transforms(
                 ),
             });
         }
-        let limits = entry.limits;
-        for (field, value) in [
-            ("maxSteps", limits.max_steps),
-            ("maxHeapBytes", limits.max_heap_bytes),
-            ("timeoutMs", limits.timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(Error::Invalid {
-                    at: here(&format!("limits.{field}")),
-                    message: format!("limits.{field}: expected a positive number, found 0"),
-                });
-            }
-        }
-        if limits.timeout_ms > 60_000 {
-            return Err(Error::Invalid {
-                at: here("limits.timeoutMs"),
-                message: format!(
-                    "limits.timeoutMs: at most 60000 is allowed, found {}",
-                    limits.timeout_ms
-                ),
-            });
-        }
+        let limits = limits(entry, &here)?;
         let file = relative(policy_file, &entry.file);
         let bytes = crate::locate::read_file(&file).map_err(|e| Error::Read {
             at: here("file"),
@@ -126,4 +105,34 @@ pub(super) fn load_transforms(
         );
     }
     Ok(())
+}
+
+/// The limits of `entry`, checked.
+fn limits(
+    entry: &TransformEntry,
+    here: &dyn Fn(&str) -> crate::locate::Location,
+) -> Result<crate::sandbox::Limits> {
+    let limits = entry.limits;
+    for (field, value) in [
+        ("maxSteps", limits.max_steps),
+        ("maxHeapBytes", limits.max_heap_bytes),
+        ("timeoutMs", limits.timeout_ms),
+    ] {
+        if value == 0 {
+            return Err(Error::Invalid {
+                at: here(&format!("limits.{field}")),
+                message: format!("limits.{field}: expected a positive number, found 0"),
+            });
+        }
+    }
+    if limits.timeout_ms > 60_000 {
+        return Err(Error::Invalid {
+            at: here("limits.timeoutMs"),
+            message: format!(
+                "limits.timeoutMs: at most 60000 is allowed, found {}",
+                limits.timeout_ms
+            ),
+        });
+    }
+    Ok(limits)
 }

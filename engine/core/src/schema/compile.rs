@@ -287,45 +287,8 @@ impl Compiler<'_> {
         }
         let is_ref = schema.schema_data.extensions.contains_key("x-ferry-ref")
             || schema.schema_data.extensions.contains_key(KUSTOMIZE_KIND);
-        let ref_without_namespace = node
-            .rules
-            .iter()
-            .any(|a| matches!(&a.rule, Rule::Ref(r) if r.namespace_field.is_none()));
         if let Some(properties) = properties {
-            for (name, prop) in properties {
-                let child_yaml = format!("{yaml_path}.properties.{name}");
-                let child_field = join(field, name);
-                self.known_paths.push(child_field.clone());
-                // The fields of an annotated reference are its name, kind and namespace.
-                if let (ReferenceOr::Item(s), false) = (prop, is_ref) {
-                    self.lint(s, name, &child_yaml, &child_field);
-                }
-                let templated = field
-                    .rsplit('.')
-                    .next()
-                    .is_some_and(|last| last.to_ascii_lowercase().ends_with("template"));
-                if name == "type" && templated && !node.has(|r| matches!(r, Rule::SecretTemplate)) {
-                    self.warnings.push((
-                        self.at(&child_yaml),
-                        format!("{child_field} may template the type of a Secret a super-side controller writes (a service-account token would be filled with a credential for the super cluster): mark {field} x-ferry-secret-template: true if it does"),
-                    ));
-                }
-                if ref_without_namespace && name.to_ascii_lowercase().contains("namespace") {
-                    let how = if name == "namespace" {
-                        "ferry maps it as the reference's namespace; say so with namespaceField: namespace"
-                    } else {
-                        "it is not mapped: name it in the annotation's namespaceField if it holds the target's namespace"
-                    };
-                    self.warnings.push((
-                        self.at(&child_yaml),
-                        format!("{child_field} is a namespace field of a reference whose x-ferry-ref has no namespaceField; {how}"),
-                    ));
-                }
-                let child = self.reference(prop, &child_yaml, &child_field, depth + 1)?;
-                if !child.is_empty() {
-                    node.fields.entry(name.clone()).or_default().merge(child);
-                }
-            }
+            self.properties(&mut node, properties, (yaml_path, field), depth, is_ref)?;
         }
         self.reference_fields(&node, field, properties)?;
         if let Some(AdditionalProperties::Schema(s)) = additional {
@@ -358,6 +321,58 @@ impl Compiler<'_> {
             }
         }
         Ok(node)
+    }
+
+    /// The fields of an object schema at `yaml_path` (data path `field`) into `node`;
+    /// `is_ref`: the object is an annotated reference (its fields are its name, kind and
+    /// namespace).
+    fn properties(
+        &mut self,
+        node: &mut Node,
+        properties: &IndexMap<String, ReferenceOr<Box<Schema>>>,
+        (yaml_path, field): (&str, &str),
+        depth: usize,
+        is_ref: bool,
+    ) -> Result<()> {
+        let ref_without_namespace = node
+            .rules
+            .iter()
+            .any(|a| matches!(&a.rule, Rule::Ref(r) if r.namespace_field.is_none()));
+        for (name, prop) in properties {
+            let child_yaml = format!("{yaml_path}.properties.{name}");
+            let child_field = join(field, name);
+            self.known_paths.push(child_field.clone());
+            // The fields of an annotated reference are its name, kind and namespace.
+            if let (ReferenceOr::Item(s), false) = (prop, is_ref) {
+                self.lint(s, name, &child_yaml, &child_field);
+            }
+            let templated = field
+                .rsplit('.')
+                .next()
+                .is_some_and(|last| last.to_ascii_lowercase().ends_with("template"));
+            if name == "type" && templated && !node.has(|r| matches!(r, Rule::SecretTemplate)) {
+                self.warnings.push((
+                    self.at(&child_yaml),
+                    format!("{child_field} may template the type of a Secret a super-side controller writes (a service-account token would be filled with a credential for the super cluster): mark {field} x-ferry-secret-template: true if it does"),
+                ));
+            }
+            if ref_without_namespace && name.to_ascii_lowercase().contains("namespace") {
+                let how = if name == "namespace" {
+                    "ferry maps it as the reference's namespace; say so with namespaceField: namespace"
+                } else {
+                    "it is not mapped: name it in the annotation's namespaceField if it holds the target's namespace"
+                };
+                self.warnings.push((
+                    self.at(&child_yaml),
+                    format!("{child_field} is a namespace field of a reference whose x-ferry-ref has no namespaceField; {how}"),
+                ));
+            }
+            let child = self.reference(prop, &child_yaml, &child_field, depth + 1)?;
+            if !child.is_empty() {
+                node.fields.entry(name.clone()).or_default().merge(child);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -143,6 +143,62 @@ pub fn split_documents(text: &str) -> Vec<(usize, &str)> {
     out
 }
 
+/// The plan of `api_version` `kind` from the CustomResourceDefinition `doc`, if it defines
+/// that version (`positions`: of its part of `file`); what it defines goes to `seen`.
+fn from_crd(
+    doc: &Value,
+    file: &Path,
+    (api_version, kind): (&str, &str),
+    positions: &dyn Fn() -> Positions,
+    seen: &mut Vec<String>,
+) -> Result<Option<Plan>> {
+    let (group, version) = split_api_version(api_version);
+    let crd_group = doc
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let crd_kind = doc
+        .pointer("/spec/names/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let versions = doc.pointer("/spec/versions").and_then(Value::as_array);
+    for (i, v) in versions.into_iter().flatten().enumerate() {
+        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+        seen.push(format!("{crd_group}/{name} {crd_kind}"));
+        if crd_group != group || crd_kind != kind || name != version {
+            continue;
+        }
+        let yaml_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        let positions = positions();
+        let Some(raw) = v.pointer("/schema/openAPIV3Schema") else {
+            return Err(Error::NoSchema {
+                file: file.display().to_string(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+                message: format!("the CRD has no {yaml_path}"),
+            });
+        };
+        let schema = parse_schema(raw, &positions, &yaml_path)?;
+        let src = Source {
+            file,
+            positions: &positions,
+            components: None,
+        };
+        let mut plan = compile(&schema, &yaml_path, &src)?;
+        plan.plural = doc
+            .pointer("/spec/names/plural")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        plan.has_status_subresource = v.pointer("/subresources/status").is_some();
+        plan.crd_scope = doc
+            .pointer("/spec/scope")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        return Ok(Some(plan));
+    }
+    Ok(None)
+}
+
 fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Result<Plan> {
     let (group, version) = split_api_version(api_version);
     let docs = documents(file, text)?;
@@ -155,47 +211,8 @@ fn load_plan_text(file: &Path, text: &str, api_version: &str, kind: &str) -> Res
             p
         };
         if doc.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition") {
-            let crd_group = doc
-                .pointer("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let crd_kind = doc
-                .pointer("/spec/names/kind")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let versions = doc.pointer("/spec/versions").and_then(Value::as_array);
-            for (i, v) in versions.into_iter().flatten().enumerate() {
-                let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-                seen.push(format!("{crd_group}/{name} {crd_kind}"));
-                if crd_group != group || crd_kind != kind || name != version {
-                    continue;
-                }
-                let yaml_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-                let positions = chunk_positions();
-                let Some(raw) = v.pointer("/schema/openAPIV3Schema") else {
-                    return Err(Error::NoSchema {
-                        file: file.display().to_string(),
-                        api_version: api_version.into(),
-                        kind: kind.into(),
-                        message: format!("the CRD has no {yaml_path}"),
-                    });
-                };
-                let schema = parse_schema(raw, &positions, &yaml_path)?;
-                let src = Source {
-                    file,
-                    positions: &positions,
-                    components: None,
-                };
-                let mut plan = compile(&schema, &yaml_path, &src)?;
-                plan.plural = doc
-                    .pointer("/spec/names/plural")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                plan.has_status_subresource = v.pointer("/subresources/status").is_some();
-                plan.crd_scope = doc
-                    .pointer("/spec/scope")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
+            let wanted = (api_version, kind);
+            if let Some(plan) = from_crd(doc, file, wanted, &chunk_positions, &mut seen)? {
                 return Ok(plan);
             }
             continue;

@@ -129,22 +129,8 @@ fn insert(
     map.insert(key.to_string(), Value::String(value));
 }
 
-/// Rewrites the metadata of a tenant object for the super cluster and drops its status.
-pub fn down(
-    obj: &mut Map<String, Value>,
-    resource: &Resource,
-    names: &NameMap,
-    mut changes: Option<&mut Vec<Change>>,
-) -> Result<()> {
-    let mut meta = match obj.get_mut("metadata") {
-        Some(Value::Object(m)) => std::mem::take(m),
-        _ => {
-            return Err(Refusal::new(
-                Reason::Invalid,
-                "metadata: expected an object with a name",
-            ))
-        }
-    };
+/// A tenant object's name, checked to be an object name.
+fn object_name(meta: &Map<String, Value>) -> Result<String> {
     let name = match meta.get("name") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         None | Some(Value::Null) | Some(Value::String(_)) => {
@@ -166,6 +152,74 @@ pub fn down(
             format!("metadata.name: {name:?} is not a valid Kubernetes object name: {why}"),
         ));
     }
+    Ok(name)
+}
+
+/// What a copy's ownership annotations say of the tenant object.
+struct Own<'a> {
+    namespace: Option<String>,
+    name: &'a str,
+    uid: Option<String>,
+}
+
+/// A copy's annotations: the tenant object's own (`from`, as the policy allows), then ferry's
+/// ownership annotations.
+fn annotations_down(
+    from: Option<Value>,
+    resource: &Resource,
+    own: Own<'_>,
+    changes: &mut Option<&mut Vec<Change>>,
+) -> Map<String, Value> {
+    let mut annotations = copy_user_keys(from, "annotations", changes);
+    allowed_only(&mut annotations, resource, changes);
+    if let Some(ns) = own.namespace {
+        insert(
+            &mut annotations,
+            "annotations",
+            ANN_TENANT_NAMESPACE,
+            ns,
+            changes,
+            "metadata: ownership annotation",
+        );
+    }
+    insert(
+        &mut annotations,
+        "annotations",
+        ANN_TENANT_NAME,
+        own.name.to_string(),
+        changes,
+        "metadata: ownership annotation",
+    );
+    if let Some(uid) = own.uid {
+        insert(
+            &mut annotations,
+            "annotations",
+            ANN_TENANT_UID,
+            uid,
+            changes,
+            "metadata: ownership annotation",
+        );
+    }
+    annotations
+}
+
+/// Rewrites the metadata of a tenant object for the super cluster and drops its status.
+pub fn down(
+    obj: &mut Map<String, Value>,
+    resource: &Resource,
+    names: &NameMap,
+    mut changes: Option<&mut Vec<Change>>,
+) -> Result<()> {
+    let mut meta = match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => std::mem::take(m),
+        _ => {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                "metadata: expected an object with a name",
+            ))
+        }
+    };
+    let name = object_name(&meta)?;
     let tenant = names.tenant().as_str();
     let mut out = Map::new();
     let name = name.as_str();
@@ -219,36 +273,12 @@ pub fn down(
         "metadata: ownership label",
     );
     out.insert("labels".into(), Value::Object(labels));
-    let mut annotations = copy_user_keys(meta.remove("annotations"), "annotations", &mut changes);
-    allowed_only(&mut annotations, resource, &mut changes);
-    if let Some(ns) = namespace {
-        insert(
-            &mut annotations,
-            "annotations",
-            ANN_TENANT_NAMESPACE,
-            ns,
-            &mut changes,
-            "metadata: ownership annotation",
-        );
-    }
-    insert(
-        &mut annotations,
-        "annotations",
-        ANN_TENANT_NAME,
-        name.to_string(),
-        &mut changes,
-        "metadata: ownership annotation",
-    );
-    if let Some(uid) = text(&meta, "uid") {
-        insert(
-            &mut annotations,
-            "annotations",
-            ANN_TENANT_UID,
-            uid.to_string(),
-            &mut changes,
-            "metadata: ownership annotation",
-        );
-    }
+    let own = Own {
+        namespace,
+        name,
+        uid: text(&meta, "uid").map(str::to_string),
+    };
+    let annotations = annotations_down(meta.remove("annotations"), resource, own, &mut changes);
     out.insert("annotations".into(), Value::Object(annotations));
     for (k, v) in meta {
         if !matches!(k.as_str(), "name" | "namespace") {

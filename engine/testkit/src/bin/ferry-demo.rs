@@ -80,33 +80,22 @@ async fn appears(
     Ok((object, since.elapsed()))
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<()> {
-    let mut ferry_bin = None;
-    let mut keep = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--ferry" => ferry_bin = args.next().map(PathBuf::from),
-            "--keep" => keep = true,
-            other => {
-                bail!("unexpected argument {other:?} (usage: ferry-demo --ferry PATH [--keep])")
-            }
-        }
-    }
-    let ferry_bin = ferry_bin.context("--ferry PATH is required")?;
-    let total = 9;
-    let clusters = Clusters::connect().await?;
-    let (a, b, s) = (
-        clusters.tenant("team-a").clone(),
-        clusters.tenant("team-b").clone(),
-        clusters.super_cluster.clone(),
-    );
-    let gpu = clusters.super_named("gpu").clone();
+/// The clusters the demo writes to.
+struct Cast {
+    a: Client,
+    b: Client,
+    s: Client,
+    gpu: Client,
+}
 
+const TOTAL: usize = 9;
+
+/// Step 1: the sample CRDs in every cluster.
+async fn crds(c: &Cast) -> Result<()> {
+    let Cast { a, b, s, gpu } = c;
     step(
         1,
-        total,
+        TOTAL,
         "Sample CRDs (policies/**/schemas/, ferry's annotations stripped) in every cluster",
     );
     progress("installing");
@@ -115,8 +104,12 @@ async fn main() -> Result<()> {
         crds = install_crds(client).await?.len();
     }
     done(&format!("{crds} CRDs in super, gpu, team-a and team-b"));
+    Ok(())
+}
 
-    step(2, total, "ferry run with the sample policy (policies/)");
+/// Step 2: `ferry run` with the sample policy; the running ferry and its pid file.
+async fn start_ferry(ferry_bin: &std::path::Path) -> Result<(Ferry, PathBuf)> {
+    step(2, TOTAL, "ferry run with the sample policy (policies/)");
     let dir = root().join("target/demo");
     std::fs::create_dir_all(&dir)?;
     let pid_file = dir.join("ferry.pid");
@@ -133,7 +126,7 @@ async fn main() -> Result<()> {
     supers::two_supers(&mut settings);
     progress("starting");
     let started = Instant::now();
-    let mut ferry = Ferry::start(&ferry_bin, &dir, &settings, "ferry.log")?;
+    let mut ferry = Ferry::start(ferry_bin, &dir, &settings, "ferry.log")?;
     ferry.ready().await?;
     done(&format!(
         "ready in {} (config {}, log {}, metrics http://{}/metrics)",
@@ -142,13 +135,17 @@ async fn main() -> Result<()> {
         rel(&dir.join("ferry.log")),
         ferry.address
     ));
+    Ok((ferry, pid_file))
+}
 
+/// Step 3: tenants create objects; ferry copies them into the super cluster.
+async fn tenants_create(c: &Cast, rows: &mut Vec<Row>) -> Result<()> {
+    let Cast { a, b, .. } = c;
     step(
         3,
-        total,
+        TOTAL,
         "Tenants create objects; ferry copies them into the super cluster",
     );
-    let mut rows = Vec::new();
     for client in [&a, &b] {
         apply(
             client,
@@ -158,19 +155,25 @@ async fn main() -> Result<()> {
         .await?;
     }
     let t0 = Instant::now();
-    apply(&a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "orders-admin", "namespace": NS}, "stringData": {"password": "s3cret"}})).await?;
-    apply(&a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "unused", "namespace": NS}, "stringData": {"token": "private"}})).await?;
-    apply(&a, "demo", json!({"apiVersion": "example.com/v1", "kind": "DatabaseClass", "metadata": {"name": "gold"}, "spec": {"engine": "postgres"}})).await?;
-    apply(&a, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS, "labels": {"app": "shop"}},
+    apply(a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "orders-admin", "namespace": NS}, "stringData": {"password": "s3cret"}})).await?;
+    apply(a, "demo", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "unused", "namespace": NS}, "stringData": {"token": "private"}})).await?;
+    apply(a, "demo", json!({"apiVersion": "example.com/v1", "kind": "DatabaseClass", "metadata": {"name": "gold"}, "spec": {"engine": "postgres"}})).await?;
+    apply(a, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS, "labels": {"app": "shop"}},
         "spec": {"engine": "postgres", "version": "16", "tier": "medium", "className": "gold", "credentialsRef": {"name": "orders-admin", "key": "password"},
                  "allowedNamespaces": [NS], "replicaSelector": {"matchLabels": {"app": "shop"}}, "notes": "tenant-private: never leaves team-a"}})).await?;
-    apply(&b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS}, "spec": {"engine": "mysql", "tier": "small"}})).await?;
+    apply(b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": NS}, "spec": {"engine": "mysql", "tier": "small"}})).await?;
     println!("    team-a: Database {NS}/orders (tier medium, class gold, credentials orders-admin), DatabaseClass gold, Secrets orders-admin and unused");
     println!(
         "    team-b: Database {NS}/orders (tier small) — the same namespace and name as team-a's"
     );
+    tenants_copied(c, t0, rows).await
+}
+
+/// Step 3, continued: what reached the super cluster since `t0`, and what did not.
+async fn tenants_copied(c: &Cast, t0: Instant, rows: &mut Vec<Row>) -> Result<()> {
+    let s = &c.s;
     let (db, d) = appears(
-        &s,
+        s,
         "example.com/v1",
         "Database",
         "team-a-shop",
@@ -193,15 +196,9 @@ async fn main() -> Result<()> {
         outcome: "synced".into(),
         latency: Some(d),
     });
-    let (_, d) = appears(
-        &s,
-        "v1",
-        "Secret",
-        "team-a-shop",
-        "orders-admin",
-        t0,
-        |_| true,
-    )
+    let (_, d) = appears(s, "v1", "Secret", "team-a-shop", "orders-admin", t0, |_| {
+        true
+    })
     .await?;
     item(&format!("team-a Secret {NS}/orders-admin → super team-a-shop/orders-admin ({}): followed the Database's credentialsRef", ms(d)));
     rows.push(Row {
@@ -212,7 +209,7 @@ async fn main() -> Result<()> {
         latency: Some(d),
     });
     let (_, d) = appears(
-        &s,
+        s,
         "example.com/v1",
         "DatabaseClass",
         "",
@@ -233,7 +230,7 @@ async fn main() -> Result<()> {
         latency: Some(d),
     });
     let (_, d) = appears(
-        &s,
+        s,
         "example.com/v1",
         "Database",
         "team-b-shop",
@@ -253,7 +250,7 @@ async fn main() -> Result<()> {
         outcome: "synced".into(),
         latency: Some(d),
     });
-    let unused = get(&s, "v1", "Secret", "team-a-shop", "unused").await?;
+    let unused = get(s, "v1", "Secret", "team-a-shop", "unused").await?;
     item(&format!(
         "team-a Secret {NS}/unused: {}",
         if unused.is_none() {
@@ -269,14 +266,19 @@ async fn main() -> Result<()> {
         outcome: "not referenced".into(),
         latency: None,
     });
+    Ok(())
+}
 
+/// Step 4: a public StorageClass reaches every tenant.
+async fn public_copies(c: &Cast, rows: &mut Vec<Row>) -> Result<()> {
+    let Cast { a, b, s, .. } = c;
     step(
         4,
-        total,
+        TOTAL,
         "The platform publishes a StorageClass; every tenant gets a read-only copy",
     );
     let t0 = Instant::now();
-    apply(&s, "platform", json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast-ssd", "labels": {"tenancy.x-k8s.io/super.public": "true"}}, "provisioner": "example.com/ssd"})).await?;
+    apply(s, "platform", json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast-ssd", "labels": {"tenancy.x-k8s.io/super.public": "true"}}, "provisioner": "example.com/ssd"})).await?;
     for (tenant, client) in [("team-a", &a), ("team-b", &b)] {
         let (_, d) = appears(
             client,
@@ -300,26 +302,31 @@ async fn main() -> Result<()> {
             latency: Some(d),
         });
     }
+    Ok(())
+}
 
+/// Step 5: the operator in the super cluster reports status.
+async fn status_up(c: &Cast, rows: &mut Vec<Row>) -> Result<()> {
+    let Cast { a, s, .. } = c;
     step(
         5,
-        total,
+        TOTAL,
         "The database operator in the super cluster reports status",
     );
     let t0 = Instant::now();
     let status = json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": "team-a-shop"},
         "status": {"phase": "Ready", "primaryNamespace": "team-a-shop", "conditions": [{"type": "Ready", "status": "True", "message": "primary team-a-shop/orders-0 is up"}]}});
     let o: DynamicObject = serde_json::from_value(status)?;
-    api(&s, "example.com/v1", "Database", "team-a-shop")
+    api(s, "example.com/v1", "Database", "team-a-shop")
         .patch_status(
             "orders",
             &PatchParams::apply("db-operator").force(),
             &Patch::Apply(&o),
         )
         .await?;
-    apply(&s, "db-operator", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": "team-a-shop"}, "spec": {"engine": "postgres", "endpoint": "orders.team-a-shop.svc:5432"}})).await?;
+    apply(s, "db-operator", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "orders", "namespace": "team-a-shop"}, "spec": {"engine": "postgres", "endpoint": "orders.team-a-shop.svc:5432"}})).await?;
     println!("    super: status.phase=Ready, primaryNamespace=team-a-shop, message \"primary team-a-shop/orders-0 is up\", spec.endpoint set");
-    let (up, d) = appears(&a, "example.com/v1", "Database", NS, "orders", t0, |o| {
+    let (up, d) = appears(a, "example.com/v1", "Database", NS, "orders", t0, |o| {
         o["status"]["phase"] == "Ready" && o["spec"].get("endpoint").is_some()
     })
     .await?;
@@ -337,14 +344,19 @@ async fn main() -> Result<()> {
         outcome: "status up".into(),
         latency: Some(d),
     });
+    Ok(())
+}
 
+/// Step 6: a super object ferry does not own is never touched.
+async fn safety(c: &Cast, rows: &mut Vec<Row>) -> Result<()> {
+    let Cast { b, s, .. } = c;
     step(
         6,
-        total,
+        TOTAL,
         "Safety: a super object ferry does not own is never touched",
     );
-    apply(&s, "someone-else", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": "team-b-shop"}, "spec": {"engine": "mysql"}})).await?;
-    apply(&b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": NS}, "spec": {"engine": "postgres", "tier": "small"}})).await?;
+    apply(s, "someone-else", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": "team-b-shop"}, "spec": {"engine": "mysql"}})).await?;
+    apply(b, "demo", json!({"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "legacy", "namespace": NS}, "spec": {"engine": "postgres", "tier": "small"}})).await?;
     println!("    super: Database team-b-shop/legacy created by someone else; team-b creates Database {NS}/legacy");
     let note = eventually("Event SyncConflict", WAIT, || async {
         let events = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(b.clone(), NS);
@@ -360,7 +372,7 @@ async fn main() -> Result<()> {
             }))
     })
     .await?;
-    let legacy = get(&s, "example.com/v1", "Database", "team-b-shop", "legacy")
+    let legacy = get(s, "example.com/v1", "Database", "team-b-shop", "legacy")
         .await?
         .unwrap_or_default();
     item(&format!(
@@ -374,14 +386,19 @@ async fn main() -> Result<()> {
         outcome: "SyncConflict".into(),
         latency: None,
     });
+    Ok(())
+}
 
+/// Step 7: an edit of ferry's copy in the super cluster is reverted.
+async fn drift(c: &Cast, rows: &mut Vec<Row>) -> Result<()> {
+    let Cast { s, .. } = c;
     step(
         7,
-        total,
+        TOTAL,
         "Drift: someone edits ferry's copy in the super cluster",
     );
     let t0 = Instant::now();
-    api(&s, "example.com/v1", "Database", "team-a-shop")
+    api(s, "example.com/v1", "Database", "team-a-shop")
         .patch(
             "orders",
             &PatchParams::default(),
@@ -390,7 +407,7 @@ async fn main() -> Result<()> {
         .await?;
     println!("    super: team-a-shop/orders spec.tier medium → large");
     let (_, d) = appears(
-        &s,
+        s,
         "example.com/v1",
         "Database",
         "team-a-shop",
@@ -407,22 +424,12 @@ async fn main() -> Result<()> {
         outcome: "repaired".into(),
         latency: Some(d),
     });
+    Ok(())
+}
 
-    step(
-        8,
-        total,
-        "A second super cluster: a GPU namespace runs in `gpu`, relabelled it moves",
-    );
-    supers::gpu_namespace(&a, &s, &gpu, &mut rows).await?;
-
-    step(
-        9,
-        total,
-        "Produced: cert-manager writes a Certificate's Secret in the super cluster",
-    );
-    produced::certificate_secret(&a, &s, &mut rows).await?;
-
-    summary(&rows);
+/// The summary, then ferry stopped or (`keep`) left running with what to explore.
+async fn finish(ferry: Ferry, rows: &[Row], keep: bool, pid_file: &std::path::Path) -> Result<()> {
+    summary(rows);
     let writes = ferry.metric("ferry_writes_total", &[]).await?;
     let super_writes = ferry
         .metric("ferry_writes_total", &[("cluster", "super")])
@@ -433,7 +440,7 @@ async fn main() -> Result<()> {
     if keep {
         let address = ferry.address;
         let pid = ferry.detach();
-        std::fs::write(&pid_file, pid.to_string())?;
+        std::fs::write(pid_file, pid.to_string())?;
         let k = |c: &str| format!("kubectl --kubeconfig target/clusters/{c}.kubeconfig");
         println!("\nferry keeps running (pid {pid}, log target/demo/ferry.log). Explore:");
         println!(
@@ -463,6 +470,53 @@ async fn main() -> Result<()> {
         done("ferry stopped");
     }
     Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let mut ferry_bin = None;
+    let mut keep = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--ferry" => ferry_bin = args.next().map(PathBuf::from),
+            "--keep" => keep = true,
+            other => {
+                bail!("unexpected argument {other:?} (usage: ferry-demo --ferry PATH [--keep])")
+            }
+        }
+    }
+    let ferry_bin = ferry_bin.context("--ferry PATH is required")?;
+    let clusters = Clusters::connect().await?;
+    let c = Cast {
+        a: clusters.tenant("team-a").clone(),
+        b: clusters.tenant("team-b").clone(),
+        s: clusters.super_cluster.clone(),
+        gpu: clusters.super_named("gpu").clone(),
+    };
+    crds(&c).await?;
+    let (ferry, pid_file) = start_ferry(&ferry_bin).await?;
+    let mut rows = Vec::new();
+    tenants_create(&c, &mut rows).await?;
+    public_copies(&c, &mut rows).await?;
+    status_up(&c, &mut rows).await?;
+    safety(&c, &mut rows).await?;
+    drift(&c, &mut rows).await?;
+    step(
+        8,
+        TOTAL,
+        "A second super cluster: a GPU namespace runs in `gpu`, relabelled it moves",
+    );
+    supers::gpu_namespace(&c.a, &c.s, &c.gpu, &mut rows).await?;
+
+    step(
+        9,
+        TOTAL,
+        "Produced: cert-manager writes a Certificate's Secret in the super cluster",
+    );
+    produced::certificate_secret(&c.a, &c.s, &mut rows).await?;
+
+    finish(ferry, &rows, keep, &pid_file).await
 }
 
 fn rel(path: &std::path::Path) -> String {

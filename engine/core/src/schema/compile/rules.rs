@@ -36,31 +36,9 @@ impl Compiler<'_> {
         self.name_rules(schema, shape, yaml_path, field, node)?;
         let mut defaulted = Vec::new();
         let origin = |key: &str| self.at(&format!("{yaml_path}.{key}"));
-        let expect_true = |key: &str, v: &Value| -> Result<bool> {
-            match v {
-                Value::Bool(b) => Ok(*b),
-                other => Err(self.annotation_error(
-                    &format!("{yaml_path}.{key}"),
-                    field,
-                    format!("{key} expects true or false, found {other}"),
-                )),
-            }
-        };
-        let need_shape = |key: &str, want: &[Shape]| -> Result<()> {
-            if shape == Shape::Unknown || want.contains(&shape) {
-                return Ok(());
-            }
-            let names: Vec<_> = want.iter().map(|s| s.name()).collect();
-            Err(self.annotation_error(
-                &format!("{yaml_path}.{key}"),
-                field,
-                format!(
-                    "{key} expects a field of type {}, found type {}",
-                    names.join(" or "),
-                    shape.name()
-                ),
-            ))
-        };
+        let expect_true = |key: &str, v: &Value| self.expect_true(key, v, (yaml_path, field));
+        let need_shape =
+            |key: &str, want: &[Shape]| self.need_shape(key, (shape, want), (yaml_path, field));
         if let Some(v) = ext.get("x-ferry-namespace").filter(|v| !v.is_object()) {
             if expect_true("x-ferry-namespace", v)? && shape != Shape::Array {
                 need_shape("x-ferry-namespace", &[Shape::String])?;
@@ -74,6 +52,72 @@ impl Compiler<'_> {
                     .push(Annotated::new(Rule::Namespace, origin("x-ferry-namespace")));
             }
         }
+        self.selector_rules(schema, shape, (yaml_path, field), node)?;
+        if let Some(v) = ext.get("x-ferry-text") {
+            if expect_true("x-ferry-text", v)? {
+                need_shape("x-ferry-text", &[Shape::String])?;
+                node.rules
+                    .push(Annotated::new(Rule::Text, origin("x-ferry-text")));
+            }
+        }
+        if let Some(v) = ext.get("x-ferry-drop") {
+            if expect_true("x-ferry-drop", v)? {
+                node.rules
+                    .push(Annotated::new(Rule::Drop, origin("x-ferry-drop")));
+            }
+        }
+        if let Some(v) = ext.get("x-ferry-owner") {
+            match v.as_str() {
+                Some("super") => node
+                    .rules
+                    .push(Annotated::new(Rule::OwnerSuper, origin("x-ferry-owner"))),
+                _ => {
+                    return Err(self.annotation_error(
+                        &format!("{yaml_path}.x-ferry-owner"),
+                        field,
+                        format!("x-ferry-owner expects \"super\", found {v}"),
+                    ))
+                }
+            }
+        }
+        self.ref_rules(schema, shape, (yaml_path, field), node)?;
+        if node.has(|r| matches!(r, Rule::Drop)) && node.has(|r| matches!(r, Rule::OwnerSuper)) {
+            return Err(self.annotation_error(
+                yaml_path,
+                field,
+                "x-ferry-drop and x-ferry-owner: super contradict each other (one keeps the field in the tenant, the other in the super cluster)".into(),
+            ));
+        }
+        self.warnings.append(&mut defaulted);
+        Ok(())
+    }
+
+    /// `v`, the value of annotation `key`, as a boolean.
+    fn expect_true(&self, key: &str, v: &Value, (yaml_path, field): (&str, &str)) -> Result<bool> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            other => Err(self.annotation_error(
+                &format!("{yaml_path}.{key}"),
+                field,
+                format!("{key} expects true or false, found {other}"),
+            )),
+        }
+    }
+
+    /// The selector rules of a schema node (`x-ferry-selector`, `x-ferry-namespace-selector`)
+    /// into `node`: on LabelSelectors only, never both.
+    fn selector_rules(
+        &self,
+        schema: &Schema,
+        shape: Shape,
+        (yaml_path, field): (&str, &str),
+        node: &mut Node,
+    ) -> Result<()> {
+        let ext = &schema.schema_data.extensions;
+        let origin = |key: &str| self.at(&format!("{yaml_path}.{key}"));
+        let expect_true = |key: &str, v: &Value| self.expect_true(key, v, (yaml_path, field));
+        let need_shape =
+            |key: &str, want: &[Shape]| self.need_shape(key, (shape, want), (yaml_path, field));
         for (key, rule) in [
             ("x-ferry-selector", Rule::Selector),
             ("x-ferry-namespace-selector", Rule::NamespaceSelector),
@@ -112,35 +156,48 @@ impl Compiler<'_> {
                 "x-ferry-selector and x-ferry-namespace-selector contradict each other (a selector selects either objects or namespaces)".into(),
             ));
         }
-        if let Some(v) = ext.get("x-ferry-text") {
-            if expect_true("x-ferry-text", v)? {
-                need_shape("x-ferry-text", &[Shape::String])?;
-                node.rules
-                    .push(Annotated::new(Rule::Text, origin("x-ferry-text")));
-            }
+        Ok(())
+    }
+
+    /// `key` stands on a field of type `shape`, which must be one of `want`.
+    fn need_shape(
+        &self,
+        key: &str,
+        (shape, want): (Shape, &[Shape]),
+        (yaml_path, field): (&str, &str),
+    ) -> Result<()> {
+        if shape == Shape::Unknown || want.contains(&shape) {
+            return Ok(());
         }
-        if let Some(v) = ext.get("x-ferry-drop") {
-            if expect_true("x-ferry-drop", v)? {
-                node.rules
-                    .push(Annotated::new(Rule::Drop, origin("x-ferry-drop")));
-            }
-        }
-        if let Some(v) = ext.get("x-ferry-owner") {
-            match v.as_str() {
-                Some("super") => node
-                    .rules
-                    .push(Annotated::new(Rule::OwnerSuper, origin("x-ferry-owner"))),
-                _ => {
-                    return Err(self.annotation_error(
-                        &format!("{yaml_path}.x-ferry-owner"),
-                        field,
-                        format!("x-ferry-owner expects \"super\", found {v}"),
-                    ))
-                }
-            }
-        }
+        let names: Vec<_> = want.iter().map(|s| s.name()).collect();
+        Err(self.annotation_error(
+            &format!("{yaml_path}.{key}"),
+            field,
+            format!(
+                "{key} expects a field of type {}, found type {}",
+                names.join(" or "),
+                shape.name()
+            ),
+        ))
+    }
+
+    /// The reference rule of a schema node (`x-ferry-ref`, or kustomize's object-ref
+    /// extensions) into `node`.
+    fn ref_rules(
+        &self,
+        schema: &Schema,
+        shape: Shape,
+        (yaml_path, field): (&str, &str),
+        node: &mut Node,
+    ) -> Result<()> {
+        let ext = &schema.schema_data.extensions;
+        let origin = |key: &str| self.at(&format!("{yaml_path}.{key}"));
         if let Some(v) = ext.get("x-ferry-ref") {
-            need_shape("x-ferry-ref", &[Shape::String, Shape::Object])?;
+            self.need_shape(
+                "x-ferry-ref",
+                (shape, &[Shape::String, Shape::Object]),
+                (yaml_path, field),
+            )?;
             let mut rule = self.ref_rule(v, &format!("{yaml_path}.x-ferry-ref"), field)?;
             rule.on_string = shape == Shape::String;
             rule.on_object = shape == Shape::Object;
@@ -177,14 +234,6 @@ impl Compiler<'_> {
             node.rules
                 .push(Annotated::new(Rule::Ref(rule), origin(KUSTOMIZE_KIND)));
         }
-        if node.has(|r| matches!(r, Rule::Drop)) && node.has(|r| matches!(r, Rule::OwnerSuper)) {
-            return Err(self.annotation_error(
-                yaml_path,
-                field,
-                "x-ferry-drop and x-ferry-owner: super contradict each other (one keeps the field in the tenant, the other in the super cluster)".into(),
-            ));
-        }
-        self.warnings.append(&mut defaulted);
         Ok(())
     }
 
@@ -352,6 +401,12 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
         format,
         produced: flag("produced")?,
     };
+    check_ref(&rule, what)?;
+    Ok(rule)
+}
+
+/// A reference rule's fields, checked together.
+fn check_ref(rule: &RefRule, what: &str) -> std::result::Result<(), (Option<String>, String)> {
     if rule.kind.is_none() && rule.kind_field.is_none() {
         return Err((
             None,
@@ -379,13 +434,13 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
             format!("{what}.{key}: {value:?} is under {RESERVED_PREFIX}, whose keys are ferry's"),
         ));
     }
-    if rule.produced && format == RefFormat::NamespacedName {
+    if rule.produced && rule.format == RefFormat::NamespacedName {
         return Err((
             Some("produced".into()),
             format!("{what}.produced: a produced reference names its namespace in a namespaceField (mapped like any reference's), not as namespace/name"),
         ));
     }
-    if format == RefFormat::NamespacedName
+    if rule.format == RefFormat::NamespacedName
         && (rule.api_version.is_none()
             || rule.kind.is_none()
             || rule.api_version_field.is_some()
@@ -397,7 +452,7 @@ pub fn parse_ref(v: &Value, what: &str) -> std::result::Result<RefRule, (Option<
             format!("{what}.format namespacedName reads the namespace from the string itself: it takes a fixed apiVersion and kind, and no apiVersionField, kindField or namespaceField"),
         ));
     }
-    Ok(rule)
+    Ok(())
 }
 
 /// What `x-ferry-namespace` (as a mapping), `x-ferry-host` or `x-ferry-identity` (or the

@@ -268,20 +268,8 @@ impl Fields<'_> {
                 ),
             ));
         };
-        if self.way == Way::Down {
-            if let Some(references) = self.references.as_deref_mut() {
-                let namespace = ns_key
-                    .and_then(|key| fields?.get(key)?.as_str())
-                    .unwrap_or_default();
-                references.push(Reference {
-                    group: group.to_string(),
-                    kind: kind.to_string(),
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    produced: rule.produced,
-                });
-            }
-        }
+        let namespace = ns_key.and_then(|key| fields?.get(key)?.as_str());
+        self.note(Named { group, kind, name }, namespace, rule.produced);
         // A kind approved both ways: the tenant's own object, unless the tenant object it
         // names is a copy of a public one (known live), which it then names unchanged.
         let copy_of_public = self.way == Way::Down
@@ -341,40 +329,70 @@ impl Fields<'_> {
         // Up, every namespace a reference holds is namespace-bearing: the tenant's unmapped,
         // a published object's kept (live), any other redacted.
         let map_namespace = map_namespace || self.way == Way::Up;
-        let mut renamed = None;
-        if rename {
-            let placed = approved.is_some_and(|r| r.placement.is_some());
-            let tenant = self.names.tenant().as_str();
-            if placed && self.way == Way::Down && self.own_namespace.is_empty() {
-                return Err(Refusal::new(
-                    Reason::Invalid,
-                    format!(
-                        "{name_path}: {kind} copies are named after the tenant namespace of the object that names them, and this object has none"
-                    ),
-                ));
-            }
-            let new_name = match (self.way, placed) {
-                (Way::Down, true) => Some(crate::naming::placed(tenant, &self.own_namespace, name)),
-                (Way::Up, true) => name
-                    .strip_prefix(&format!("{tenant}-{}-", self.own_namespace))
-                    .filter(|n| crate::naming::placed(tenant, &self.own_namespace, n) == name)
-                    .map(str::to_string),
-                (Way::Down, false) => Some(self.names.to_super(name)),
-                (Way::Up, false) => self.names.to_tenant(name),
-            };
-            if let Some(new_name) = new_name.filter(|n| n != name) {
-                self.record(
-                    name_path,
-                    Some(Value::String(name.to_string())),
-                    Some(Value::String(new_name.clone())),
-                    annotated,
-                );
-                renamed = Some(new_name);
-            }
-        }
+        let renamed = match rename {
+            true => self.renamed(approved, Named { group, kind, name }, name_path, annotated)?,
+            false => None,
+        };
         Ok(Decision {
             renamed,
             map_namespace,
         })
+    }
+
+    /// Going down, records the reference to `named` (in `namespace`, if it names one).
+    fn note(&mut self, named: Named<'_>, namespace: Option<&str>, produced: bool) {
+        if self.way != Way::Down {
+            return;
+        }
+        if let Some(references) = self.references.as_deref_mut() {
+            references.push(Reference {
+                group: named.group.to_string(),
+                kind: named.kind.to_string(),
+                namespace: namespace.unwrap_or_default().to_string(),
+                name: named.name.to_string(),
+                produced,
+            });
+        }
+    }
+
+    /// The new name of a reference to `named`, a renamed kind (cluster-scoped toSuper, or
+    /// placed in the operator's namespace), recorded; `None` when it stays.
+    fn renamed(
+        &mut self,
+        approved: Option<&crate::policy::Resource>,
+        Named { kind, name, .. }: Named<'_>,
+        name_path: &Path<'_>,
+        annotated: &Annotated,
+    ) -> Result<Option<String>> {
+        let mut renamed = None;
+        let placed = approved.is_some_and(|r| r.placement.is_some());
+        let tenant = self.names.tenant().as_str();
+        if placed && self.way == Way::Down && self.own_namespace.is_empty() {
+            return Err(Refusal::new(
+                Reason::Invalid,
+                format!(
+                    "{name_path}: {kind} copies are named after the tenant namespace of the object that names them, and this object has none"
+                ),
+            ));
+        }
+        let new_name = match (self.way, placed) {
+            (Way::Down, true) => Some(crate::naming::placed(tenant, &self.own_namespace, name)),
+            (Way::Up, true) => name
+                .strip_prefix(&format!("{tenant}-{}-", self.own_namespace))
+                .filter(|n| crate::naming::placed(tenant, &self.own_namespace, n) == name)
+                .map(str::to_string),
+            (Way::Down, false) => Some(self.names.to_super(name)),
+            (Way::Up, false) => self.names.to_tenant(name),
+        };
+        if let Some(new_name) = new_name.filter(|n| n != name) {
+            self.record(
+                name_path,
+                Some(Value::String(name.to_string())),
+                Some(Value::String(new_name.clone())),
+                annotated,
+            );
+            renamed = Some(new_name);
+        }
+        Ok(renamed)
     }
 }

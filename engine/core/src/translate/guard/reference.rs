@@ -10,6 +10,18 @@ use crate::schema::{RefFormat, RefRule};
 use crate::translate::path::Path;
 use crate::translate::{Reason, Refusal, Result};
 
+/// A reference's parts, read after translation.
+#[derive(Clone, Copy)]
+struct Parts<'a> {
+    /// The object holding its fields (the reference itself, or the object beside a name
+    /// string).
+    fields: Option<&'a Map<String, Value>>,
+    name: &'a str,
+    namespace: &'a str,
+    name_path: &'a Path<'a>,
+    ns_path: &'a Path<'a>,
+}
+
 impl Guard<'_> {
     /// A reference after translation: its namespace is the tenant's (or, for a public
     /// target, a published object's), a renamed name is the tenant's, its kind is approved.
@@ -40,47 +52,7 @@ impl Guard<'_> {
             let object = crate::translate::namespaced_name_object(text, path)?;
             return self.reference(&rule.as_object(), &object, None, path);
         }
-        // A field rule does not know whether the reference is a string or an object: with a
-        // namespaceField, the sibling of that name is a namespace either way.
-        if let (Value::Object(own), Some(declared), false) = (
-            value,
-            rule.namespace_field
-                .as_deref()
-                .filter(|k| *k != "namespace"),
-            rule.on_string || rule.on_object,
-        ) {
-            if let Some(ns) = own.get("namespace").filter(|v| !v.is_null()) {
-                let public = rule
-                    .target(Some(own))
-                    .and_then(|(g, k)| self.policy.resource(g, k))
-                    .is_some_and(|r| r.direction == Direction::FromSuper);
-                if !public {
-                    self.namespace(ns, &path.key("namespace"))?;
-                } else if own.get(declared) != Some(ns) {
-                    // Only the declared field is checked as published: its twin must agree.
-                    return Err(self.refuse(format!(
-                        "{}: a reference to a public object names its namespace once ({declared}), found {} beside it",
-                        path.key("namespace"),
-                        shown(ns)
-                    )));
-                }
-            }
-        }
-        if let (Value::Object(_), Some(key), Some(parent)) = (
-            value,
-            rule.sibling_namespace().filter(|_| !rule.on_string),
-            parent,
-        ) {
-            if let Some(ns) = parent.get(key) {
-                let public = rule
-                    .target(Some(parent))
-                    .and_then(|(g, k)| self.policy.resource(g, k))
-                    .is_some_and(|r| r.direction == Direction::FromSuper);
-                if !public {
-                    self.namespace(ns, &path.parent().key(key))?;
-                }
-            }
-        }
+        self.sibling_namespaces(rule, value, parent, path)?;
         let (fields, name, ns_key, name_path) = match value {
             Value::Null => return Ok(()),
             Value::String(name) => (parent, name.as_str(), rule.namespace_key(false), None),
@@ -126,6 +98,79 @@ impl Guard<'_> {
             _ => "",
         };
         let ns_path = ns_path.unwrap_or(*path);
+        let parts = Parts {
+            fields,
+            name,
+            namespace,
+            name_path: &name_path,
+            ns_path: &ns_path,
+        };
+        self.target(rule, &parts)
+    }
+
+    /// The namespaces beside a reference (a namespaceField of its own object or of the object
+    /// holding a name string) are the tenant's, unless the target is public.
+    fn sibling_namespaces(
+        &mut self,
+        rule: &RefRule,
+        value: &Value,
+        parent: Option<&Map<String, Value>>,
+        path: &Path<'_>,
+    ) -> Result<()> {
+        // A field rule does not know whether the reference is a string or an object: with a
+        // namespaceField, the sibling of that name is a namespace either way.
+        if let (Value::Object(own), Some(declared), false) = (
+            value,
+            rule.namespace_field
+                .as_deref()
+                .filter(|k| *k != "namespace"),
+            rule.on_string || rule.on_object,
+        ) {
+            if let Some(ns) = own.get("namespace").filter(|v| !v.is_null()) {
+                let public = rule
+                    .target(Some(own))
+                    .and_then(|(g, k)| self.policy.resource(g, k))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if !public {
+                    self.namespace(ns, &path.key("namespace"))?;
+                } else if own.get(declared) != Some(ns) {
+                    // Only the declared field is checked as published: its twin must agree.
+                    return Err(self.refuse(format!(
+                        "{}: a reference to a public object names its namespace once ({declared}), found {} beside it",
+                        path.key("namespace"),
+                        shown(ns)
+                    )));
+                }
+            }
+        }
+        if let (Value::Object(_), Some(key), Some(parent)) = (
+            value,
+            rule.sibling_namespace().filter(|_| !rule.on_string),
+            parent,
+        ) {
+            if let Some(ns) = parent.get(key) {
+                let public = rule
+                    .target(Some(parent))
+                    .and_then(|(g, k)| self.policy.resource(g, k))
+                    .is_some_and(|r| r.direction == Direction::FromSuper);
+                if !public {
+                    self.namespace(ns, &path.parent().key(key))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What a reference's parts name, checked: its kind approved, its namespace the tenant's,
+    /// a renamed name the tenant's, a public target published.
+    fn target(&mut self, rule: &RefRule, parts: &Parts<'_>) -> Result<()> {
+        let Parts {
+            fields,
+            name,
+            namespace,
+            name_path,
+            ns_path,
+        } = *parts;
         let target = rule.target(fields);
         let approved = target
             .as_ref()
@@ -141,43 +186,22 @@ impl Guard<'_> {
             let placed = approved.is_some_and(|r| r.placement.is_some());
             if namespace.is_empty() && !name.is_empty() && !cluster && !placed {
                 return Err(super::placed_unqualified(
-                    &name_path,
+                    name_path,
                     &format!("{name:?} without a namespace"),
                     fixed,
                 ));
             }
         }
         if let Some(r) = approved.filter(|r| r.direction == Direction::FromSuper) {
-            return self.public_reference(r, namespace, name, &ns_path, &name_path);
+            return self.public_reference(r, namespace, name, ns_path, name_path);
         }
-        if let Some((group, kind)) = target.filter(|_| approved.is_some_and(|r| r.both_ways)) {
-            // A kind approved both ways: the tenant's own object, or (live) a public object
-            // the tenant holds a copy of, named unchanged.
-            let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
-            let own = (namespace.is_empty() || self.names.in_tenant_space(namespace))
-                && (!own_scope || name.is_empty() || self.names.in_tenant_space(name));
-            let public_ns = match self.policy.resource_in(group, kind, Direction::FromSuper) {
-                Some(r) if r.scope == Scope::Cluster => "",
-                _ => namespace,
-            };
-            let public = !name.is_empty()
-                && self.published.is_some_and(|p| {
-                    p.tenant_copy(group, kind, public_ns, name)
-                        && p.published(group, kind, public_ns, name)
-                });
-            if !own && !public {
-                return Err(self.refuse(format!(
-                    "{name_path}: {:?} names neither one of tenant {}'s {kind} objects nor a public {kind} it holds a copy of",
-                    slash(namespace, name),
-                    self.names.tenant()
-                )));
-            }
-            if public {
+        if let Some(named) = target.filter(|_| approved.is_some_and(|r| r.both_ways)) {
+            if self.both_ways(named, approved, parts)? {
                 return Ok(());
             }
         }
         if !namespace.is_empty() {
-            self.tenant_namespace(namespace, &ns_path)?;
+            self.tenant_namespace(namespace, ns_path)?;
         }
         if name.is_empty() {
             return Ok(());
@@ -188,6 +212,62 @@ impl Guard<'_> {
                 format!("{name_path}: {name:?} is not a valid object name: {why}"),
             ));
         }
+        self.named(rule, (target, approved), parts)
+    }
+
+    /// A reference to `(group, kind)`, a kind approved both ways: the tenant's own object, or
+    /// (live) a public object the tenant holds a copy of, named unchanged (`true`).
+    fn both_ways(
+        &mut self,
+        (group, kind): (&str, &str),
+        approved: Option<&Resource>,
+        parts: &Parts<'_>,
+    ) -> Result<bool> {
+        let Parts {
+            name,
+            namespace,
+            name_path,
+            ..
+        } = *parts;
+        // A kind approved both ways: the tenant's own object, or (live) a public object
+        // the tenant holds a copy of, named unchanged.
+        let own_scope = approved.is_some_and(|r| r.scope == Scope::Cluster);
+        let own = (namespace.is_empty() || self.names.in_tenant_space(namespace))
+            && (!own_scope || name.is_empty() || self.names.in_tenant_space(name));
+        let public_ns = match self.policy.resource_in(group, kind, Direction::FromSuper) {
+            Some(r) if r.scope == Scope::Cluster => "",
+            _ => namespace,
+        };
+        let public = !name.is_empty()
+            && self.published.is_some_and(|p| {
+                p.tenant_copy(group, kind, public_ns, name)
+                    && p.published(group, kind, public_ns, name)
+            });
+        if !own && !public {
+            return Err(self.refuse(format!(
+                "{name_path}: {:?} names neither one of tenant {}'s {kind} objects nor a public {kind} it holds a copy of",
+                slash(namespace, name),
+                self.names.tenant()
+            )));
+        }
+        Ok(public)
+    }
+
+    /// The name a reference gives, against the kind it names (`approved`, if the policy
+    /// syncs `target`).
+    fn named(
+        &mut self,
+        rule: &RefRule,
+        (target, approved): (Option<(&str, &str)>, Option<&Resource>),
+        parts: &Parts<'_>,
+    ) -> Result<()> {
+        let Parts {
+            name,
+            namespace,
+            name_path,
+            ns_path,
+            ..
+        } = *parts;
         match approved {
             // Copies of a placed kind share the operator's namespace: a reference names one of
             // this tenant's (`<tenant>-<namespace>-<name>`), and no namespace.
