@@ -1,19 +1,21 @@
 //! Developer tasks for ferry (`cargo xtask <task>`, the alias is in `.cargo/config.toml`).
 //!
 //! ```text
-//!  cargo xtask test              fmt + clippy, then unit + golden + sandbox + e2e + faults,
+//!  cargo xtask test              fmt + clippy + tidy, then unit + golden + sandbox + e2e + faults,
 //!                                then `ferry test policies`
 //!                                (starts the control planes)
 //!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
 //!  cargo xtask image [--debug]   OCI image archive of a static ferry (no container daemon)
 //!  cargo xtask cluster up [--supers a,b] [--tenants c,d] [--audit] | down | restart NAME
+//!  cargo xtask tidy              file docs and sizes, no size allows, module layers
 //! ```
 
 mod controlplane;
 mod demo;
 mod image;
 mod restart;
+mod tidy;
 
 use std::process::Command;
 
@@ -29,6 +31,7 @@ fn usage() -> ! {
          image [--debug]                OCI image archive of a static ferry: target/image/ferry-<version>.tar\n  \
          cluster up [--supers a,b] [--tenants c,d] [--audit]\n                                   start etcd + kube-apiservers on 127.0.0.1\n                                   (--audit: audit logs in target/clusters/audit/)\n  \
          cluster restart NAME           restart etcd or one API server (super, a tenant), data kept\n  \
+         tidy                           shape checks: file docs and sizes, no size allows, module layers\n  \
          cluster down                   stop them and remove their data"
     );
     std::process::exit(1);
@@ -50,6 +53,7 @@ fn main() -> Result<()> {
         }
         ["cluster", "down"] => controlplane::down(),
         ["cluster", "restart", name] => restart::restart(name),
+        ["tidy"] => tidy::run(),
         _ => usage(),
     }
 }
@@ -130,7 +134,7 @@ fn policy_cases() -> Result<(u64, u64)> {
 fn test(extra: &[&str]) -> Result<()> {
     use std::io::{BufRead, BufReader};
     let start = std::time::Instant::now();
-    println!("== cargo fmt --check, cargo clippy -D warnings");
+    println!("== cargo fmt --check, cargo clippy -D warnings, tidy");
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&[
         "clippy",
@@ -141,6 +145,23 @@ fn test(extra: &[&str]) -> Result<()> {
         "-D",
         "warnings",
     ])?;
+    // Functions are what is measured: no function of the libraries and binaries over ~100
+    // lines or 7 parameters.
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+        "-D",
+        "clippy::too_many_lines",
+        "-D",
+        "clippy::too_many_arguments",
+    ])?;
+    tidy::run()?;
     println!("== control planes (super, team-a, team-b)");
     // A second super cluster for the tests of several supers.
     let (_, tenants) = topology(&[])?;

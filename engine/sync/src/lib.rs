@@ -10,9 +10,18 @@
 //!                                    writes (SSA field manager `ferry`, leader only)
 //! ```
 //!
-//! Modules import only the layers below them (ARCHITECTURE.md lists them):
-//! key, object, compare, binding → cache, watch, write, client, tenant_secrets → queue → ledger, refs, public →
-//! routing → state → deps → decide → reconcile → workers, tenants, leader, shard, metrics → run.
+//! Layers, lowest first: a module imports only from its own layer or those below, and no two
+//! modules import each other (`cargo xtask tidy` checks both):
+//!
+//! 1. vocabulary: key, object, compare, refs, metrics, namespace_labels
+//! 2. clusters: client, binding, cache, watch, write, queue, ledger
+//! 3. sources: public, routing, tenant_secrets, supers
+//! 4. state: state
+//! 5. decisions: decide, deps, placement
+//! 6. executors: reconcile
+//! 7. drivers: workers, tenants, leader, shard, against
+//! 8. process: run
+//!
 //! `against` checks a policy against the CRDs of a live cluster for `ferry check --against`.
 
 pub mod against;
