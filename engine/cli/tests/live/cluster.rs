@@ -97,6 +97,7 @@ pub async fn in_cluster_super(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(in_cluster_super: rbac);
 
 /// The kubeconfig text of the harness's cluster `name` (its credentials inline).
 fn kubeconfig_text(name: &str) -> Result<String> {
@@ -250,3 +251,4 @@ pub async fn tenants_from_secrets(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(tenants_from_secrets: admin);

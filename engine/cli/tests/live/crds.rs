@@ -81,3 +81,4 @@ pub async fn public_crd(identity: Identity) -> Result<()> {
     CRD.at(&s, "", &name).delete().await?;
     env.finish(ferry).await
 }
+live!(public_crd: admin);

@@ -182,6 +182,7 @@ pub async fn killed_mid_burst(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(killed_mid_burst: admin);
 
 /// The super API server, etcd and the tenant's API server each restarted in the middle of a
 /// burst of creates, updates and deletes.
@@ -225,6 +226,7 @@ pub async fn control_planes_restarted(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(control_planes_restarted: admin);
 
 /// A watch that resumes after its resourceVersion expired (ferry hung while the tenant's API
 /// server restarted and objects changed) gets `410 Gone`, relists, and misses no delete.
@@ -256,6 +258,7 @@ pub async fn watch_expired(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(watch_expired: admin);
 
 /// A hung tenant API server (SIGSTOP) holding work of its own: the other tenant's creates
 /// reach the super cluster as fast as before; the hung tenant resumes after SIGCONT.
@@ -310,6 +313,7 @@ pub async fn tenant_hung(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(tenant_hung: admin);
 
 /// An admin deletes a super namespace (the namespace controller empties and removes it):
 /// ferry makes it and the copies in it again.
@@ -333,3 +337,4 @@ pub async fn super_namespace_deleted(identity: Identity) -> Result<()> {
     converged(&a, &ns, &s, &super_ns, "copies made again").await?;
     env.finish(ferry).await
 }
+live!(super_namespace_deleted: admin);

@@ -152,6 +152,7 @@ pub async fn gateway_api_stays_in_tenant(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(gateway_api_stays_in_tenant: admin, rbac);
 
 /// One kind both ways: the platform's shared Gateway is copied into the tenant, the tenant's
 /// own Gateway goes down, and a route attaches to each — the shared one unchanged.
@@ -239,6 +240,7 @@ pub async fn shared_gateway_both_ways(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(shared_gateway_both_ways: admin, rbac);
 
 /// The platform's GatewayClass in the super cluster, labelled public: its name.
 /// A GatewayClass the platform publishes to every tenant; its name.

@@ -56,6 +56,7 @@ pub async fn unowned_left_alone(identity: Identity) -> Result<()> {
     ensure!(refused >= 2.0, "refusal metric: {refused}");
     env.finish(ferry).await
 }
+live!(unowned_left_alone: admin, rbac);
 
 pub async fn tenants_isolated(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "isolated").await?;
@@ -111,6 +112,7 @@ pub async fn tenants_isolated(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(tenants_isolated: admin, rbac);
 
 /// A policy that refuses in every way a live tenant can meet: a transform that fails on
 /// `spec.version: "13"`, references to kinds it does not approve, and a selector.
@@ -196,6 +198,7 @@ pub async fn refusals_are_events(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(refusals_are_events: admin, rbac);
 
 const CERT: &str = "cert-manager.io/v1";
 
@@ -275,6 +278,7 @@ pub async fn unpublished_references_refused(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(unpublished_references_refused: admin, rbac);
 
 /// A policy whose `to_tenant` writes the tenant's spec: the guard refuses what flows up.
 fn leaky_policy(dir: &Path) -> Result<PathBuf> {
@@ -306,6 +310,7 @@ pub async fn to_tenant_writes_refused(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(to_tenant_writes_refused: admin, rbac);
 
 /// Sends `body` (`content_type`) as `method` to `path` of `client`'s API server, leaving the
 /// answer unread: a typed client cannot parse an object nested 150 levels deep.
@@ -432,3 +437,4 @@ pub async fn deep_objects_refused(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(deep_objects_refused: admin, rbac);

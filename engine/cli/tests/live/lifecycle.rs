@@ -52,6 +52,7 @@ pub async fn deletes_while_down(identity: Identity) -> Result<()> {
     ensure!(replaced["spec"]["resources"]["cpu"] == "8", "{replaced:#}");
     env.finish(ferry).await
 }
+live!(deletes_while_down: admin, rbac);
 
 pub async fn restart_without_writes(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "restart").await?;
@@ -137,6 +138,7 @@ pub async fn restart_without_writes(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(restart_without_writes: admin, rbac);
 
 /// An object with a copy, changed while ferry was down so that its transform refuses it when
 /// ferry starts again: its copy stays, and so does the dependency it references, although
@@ -191,6 +193,7 @@ pub async fn refused_at_restart_keeps_dependencies(identity: Identity) -> Result
     );
     env.finish(ferry).await
 }
+live!(refused_at_restart_keeps_dependencies: admin);
 
 pub async fn leader_election(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "leader").await?;
@@ -238,6 +241,7 @@ pub async fn leader_election(identity: Identity) -> Result<()> {
     .await?;
     env.finish(second).await
 }
+live!(leader_election: admin, rbac);
 
 pub async fn tenant_hot_added(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "hotadd").await?;
@@ -285,3 +289,4 @@ pub async fn tenant_hot_added(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(tenant_hot_added: admin, rbac);

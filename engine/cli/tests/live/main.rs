@@ -1,7 +1,34 @@
 //! End-to-end tests of `ferry run` on the local control planes (super + team-a + team-b),
-//! each in fresh namespaces, one file per group of scenarios. Every scenario runs twice: as the harness's admin and as a user
-//! bound only to the ClusterRoles `ferry rbac --policy policies` prints. Scenarios run one at a
-//! time (each starts its own ferry, and two ferrys on the same tenants would share the work).
+//! each in fresh namespaces, one file per group of scenarios. A scenario is registered where
+//! it is written (`live!`): most run twice, as the harness's admin and as a user bound only to
+//! the ClusterRoles `ferry rbac --policy policies` prints. Scenarios run one at a time (each
+//! starts its own ferry, and two ferrys on the same tenants would share the work).
+
+/// Registers a live scenario where it is written: `live!(name: admin, rbac)` makes one test
+/// per identity, `<file>::<name>::admin` as the harness's admin and `<file>::<name>::rbac` as a
+/// user bound only to the ClusterRoles `ferry rbac --policy policies` prints. Faults, and
+/// scenarios with a policy or identities of their own, run as one of them.
+macro_rules! live {
+    ($name:ident: $($who:ident),+) => {
+        mod $name {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $who() {
+                    super::$name(crate::identity(stringify!($who))).await.unwrap();
+                }
+            )+
+        }
+    };
+}
+
+/// The identity a registered scenario runs as.
+fn identity(who: &str) -> Identity {
+    match who {
+        "admin" => Identity::Admin,
+        "rbac" => Identity::Rbac,
+        other => panic!("live!: no identity {other:?} (admin or rbac)"),
+    }
+}
 
 mod cluster;
 mod crds;
@@ -19,12 +46,6 @@ mod sync;
 
 use gateway::*;
 use isolation::*;
-use lifecycle::*;
-use names::*;
-use operators::*;
-use produced::*;
-use public::*;
-use sync::*;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -205,136 +226,3 @@ async fn ready_flows_up(copy: &Obj, tenant: &Obj) -> Result<Value> {
 
 const DB: &str = "example.com/v1";
 const DATABASE: Kind = Kind::new(DB, "Database");
-
-/// Scenarios whose policy is their own (the RBAC suite installs the roles of `policies/`).
-mod admin_only {
-    macro_rules! admin {
-        ($($name:ident),* $(,)?) => {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::faults::$name(super::Identity::Admin).await.unwrap();
-                }
-            )*
-        };
-    }
-
-    // Faults are the same whoever ferry runs as; they run once.
-    admin!(
-        killed_mid_burst,
-        control_planes_restarted,
-        watch_expired,
-        tenant_hung,
-        super_namespace_deleted,
-    );
-
-    // Its policy is its own (a transform that refuses, Secrets as dependencies).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn refused_at_restart_keeps_dependencies() {
-        super::refused_at_restart_keeps_dependencies(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn several_supers() {
-        super::supers::several_supers(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    // Replicas of their own, on eight tenants, with Leases in a namespace of their own.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn shards_follow_the_plan() {
-        super::shards::shards_follow_the_plan(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn shard_owner_faults() {
-        super::shards::shard_owner_faults(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn in_cluster_super() {
-        super::cluster::in_cluster_super(super::Identity::Rbac)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tenants_from_secrets() {
-        super::cluster::tenants_from_secrets(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn public_crd() {
-        super::crds::public_crd(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn kind_served_later() {
-        super::kind_served_later(super::Identity::Admin)
-            .await
-            .unwrap();
-    }
-}
-
-macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => {
-        /// As the harness's admin.
-        mod admin {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Identity::Admin).await.unwrap();
-                }
-            )*
-        }
-        /// As a user bound only to the roles `ferry rbac` prints.
-        mod rbac {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Identity::Rbac).await.unwrap();
-                }
-            )*
-        }
-    };
-}
-
-scenarios!(
-    propagation,
-    status_flows_up,
-    status_racing_tenant_writes,
-    drift_repaired,
-    deletes_while_down,
-    unowned_left_alone,
-    tenants_isolated,
-    public_storage_class,
-    secret_followed_and_collected,
-    restart_without_writes,
-    leader_election,
-    tenant_hot_added,
-    refusals_are_events,
-    unpublished_references_refused,
-    to_tenant_writes_refused,
-    deep_objects_refused,
-    gateway_api_stays_in_tenant,
-    shared_gateway_both_ways,
-    produced_objects_flow_up,
-    token_secrets_never_cross,
-    platform_namespaces_untouched,
-    namespace_labels_allowed_only,
-    names_bound_to_their_cluster,
-    status_without_schema_flows_up,
-    placed_kind_round_trips,
-    produced_for_cluster_scoped,
-);

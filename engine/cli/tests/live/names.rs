@@ -83,6 +83,7 @@ pub async fn platform_namespaces_untouched(identity: Identity) -> Result<()> {
     ensure!(refused >= 4.0, "refusal metric: {refused}");
     env.finish(ferry).await
 }
+live!(platform_namespaces_untouched: admin, rbac);
 
 /// Only the tenant namespace labels `namespaceLabels.allow` names reach the super namespace;
 /// one the tenant removes goes, a changed value follows, and the platform's own label and
@@ -160,6 +161,7 @@ pub async fn namespace_labels_allowed_only(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(namespace_labels_allowed_only: admin, rbac);
 
 /// A tenant's super namespaces record its cluster; the same tenant name reached through
 /// another cluster is refused (nothing written, its first cluster's copies kept, an Event on
@@ -286,3 +288,4 @@ pub async fn names_bound_to_their_cluster(identity: Identity) -> Result<()> {
     env.cleanup.push((s.clone(), format!("team-a-{shop}")));
     env.finish(ferry).await
 }
+live!(names_bound_to_their_cluster: admin, rbac);

@@ -41,6 +41,7 @@ pub async fn status_without_schema_flows_up(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(status_without_schema_flows_up: admin, rbac);
 
 /// The platform's namespace for Snapshot copies (`policies/examples/operators.yaml`).
 const SNAPSHOTS: &str = "snapshots";
@@ -116,6 +117,7 @@ pub async fn placed_kind_round_trips(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(placed_kind_round_trips: admin, rbac);
 
 pub async fn produced_for_cluster_scoped(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "bucket").await?;
@@ -169,3 +171,4 @@ pub async fn produced_for_cluster_scoped(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(produced_for_cluster_scoped: admin, rbac);

@@ -169,6 +169,7 @@ pub async fn produced_objects_flow_up(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(produced_objects_flow_up: admin, rbac);
 
 /// A service-account token never comes up: the super cluster's token controller fills such a
 /// Secret with a credential for the super cluster's own API server. A Certificate naming one
@@ -210,3 +211,4 @@ pub async fn token_secrets_never_cross(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(token_secrets_never_cross: admin, rbac);

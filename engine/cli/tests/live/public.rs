@@ -80,6 +80,7 @@ pub async fn public_storage_class(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(public_storage_class: admin, rbac);
 
 pub async fn secret_followed_and_collected(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "secret").await?;
@@ -152,6 +153,7 @@ pub async fn secret_followed_and_collected(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(secret_followed_and_collected: admin, rbac);
 
 /// A kind approved before its CRD exists: reported, retried, and synced once served.
 pub async fn kind_served_later(identity: Identity) -> Result<()> {
@@ -228,3 +230,4 @@ pub async fn kind_served_later(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(kind_served_later: admin);

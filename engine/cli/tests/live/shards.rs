@@ -324,6 +324,7 @@ pub async fn shards_follow_the_plan(identity: Identity) -> Result<()> {
     }
     fleet.finish(env).await
 }
+live!(shards_follow_the_plan: admin);
 
 /// An owner killed mid-burst: its tenants converge on the others, nothing lost or orphaned;
 /// an owner paused until its tenants moved writes nothing for them once resumed, until it
@@ -398,3 +399,4 @@ pub async fn shard_owner_faults(identity: Identity) -> Result<()> {
     }
     fleet.finish(env).await
 }
+live!(shard_owner_faults: admin);

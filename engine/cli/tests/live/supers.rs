@@ -329,3 +329,4 @@ pub async fn several_supers(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(several_supers: admin);

@@ -130,6 +130,7 @@ pub async fn propagation(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(propagation: admin, rbac);
 
 pub async fn status_flows_up(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "status").await?;
@@ -157,6 +158,7 @@ pub async fn status_flows_up(identity: Identity) -> Result<()> {
     );
     env.finish(ferry).await
 }
+live!(status_flows_up: admin, rbac);
 
 /// A super controller's status arriving while ferry reconciles the tenant's own change of
 /// the same object is never lost: a key is settled only with the copy's version that its
@@ -198,6 +200,7 @@ pub async fn status_racing_tenant_writes(identity: Identity) -> Result<()> {
     }
     env.finish(ferry).await
 }
+live!(status_racing_tenant_writes: admin, rbac);
 
 pub async fn drift_repaired(identity: Identity) -> Result<()> {
     let mut env = Env::new(identity, "drift").await?;
@@ -238,3 +241,4 @@ pub async fn drift_repaired(identity: Identity) -> Result<()> {
         .await?;
     env.finish(ferry).await
 }
+live!(drift_repaired: admin, rbac);
