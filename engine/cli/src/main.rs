@@ -2,7 +2,8 @@
 //! `ferry-core`.
 //!
 //! ```text
-//!  argv ─▶ clap ─▶ translate | test | check | policy pin | schema init | rbac | run | completions
+//!  argv ─▶ clap ─▶ translate | test | check | policy pin | schema init | rbac | manifests
+//!                  | run | shard plan | completions
 //!                     │
 //!                     └─▶ ferry_core (policy, schema, translate, sandbox workers = this binary)
 //! ```
@@ -192,12 +193,9 @@ fn fail(e: &dyn std::fmt::Display) -> u8 {
     1
 }
 
-/// jemalloc, not the C library's allocator: against glibc's (the release build the benchmark
-/// runs), ferry's RSS grew 9% less per synced 2 KB object (16% less after a burst of 5,000
-/// creates) and ferry spent about 10% less CPU per synced object (`cargo xtask bench
-/// --sync`, both builds in turn on the same control planes; see ARCHITECTURE.md "jemalloc").
-/// The image, static with musl, uses it too in place of musl's. mimalloc was faster still
-/// but doubled the growth per object. Transform workers, this binary too, are told to give
+/// jemalloc, not the C library's allocator: less memory per synced object and less CPU
+/// (docs/decisions.md, "jemalloc is the global allocator"). The image, static with musl,
+/// uses it too in place of musl's. Transform workers, this binary too, are told to give
 /// freed memory back at once (`sandbox/pool.rs`): their memory limit is set from their
 /// address space.
 #[global_allocator]

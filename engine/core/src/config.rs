@@ -19,9 +19,7 @@ mod supers;
 
 pub use crate::translate::NamespaceLabels;
 pub use namespaces::{PlatformNamespaces, DEFAULT_PLATFORM_NAMESPACES};
-pub use secrets::{
-    TenantSecrets, DEFAULT_NAME_LABEL, DEFAULT_SECRETS_NAMESPACE, DEFAULT_SECRET_LABEL,
-};
+pub use secrets::{TenantSecrets, DEFAULT_SECRETS_NAMESPACE};
 pub use sharding::Sharding;
 pub use supers::{candidates, place, PlacementRule, SuperConfig, DEFAULT_SUPER};
 

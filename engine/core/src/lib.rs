@@ -18,6 +18,7 @@ pub mod cases;
 pub mod check;
 pub mod config;
 pub mod glob;
+pub mod keys;
 pub mod locate;
 pub mod manifests;
 pub mod naming;

@@ -12,8 +12,6 @@ use sha2::{Digest, Sha256};
 
 use crate::glob::Glob;
 
-/// The prefix of every key ferry reserves.
-pub const RESERVED_PREFIX: &str = "ferry.dev/";
 /// The prefix of the keys serde_json reserves (`$serde_json::private::Number`, `…RawValue`):
 /// in the first place of a map, serde_json reads that map as something else.
 pub const SERDE_JSON_PRIVATE: &str = "$serde_json::private::";

@@ -13,7 +13,7 @@
 //!                                                                     └─ some: refused, looked at again
 //! ```
 
-use ferry_core::translate::{ANN_TENANT_CLUSTER, LABEL_TENANT};
+use ferry_core::keys::{ANN_TENANT_CLUSTER, LABEL_TENANT};
 use serde_json::{json, Value};
 
 use crate::object::{meta_str, uid, Ownership};

@@ -466,7 +466,7 @@ fn normalised(
                 // wrote it); every other object holds none.
                 let claims = meta
                     .get("labels")
-                    .and_then(|l| l.get(ferry_core::translate::LABEL_TENANT))
+                    .and_then(|l| l.get(ferry_core::keys::LABEL_TENANT))
                     .is_some();
                 let entries = meta.shift_remove("managedFields");
                 let managers = managers.take().or_else(|| match entries {

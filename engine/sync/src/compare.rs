@@ -7,10 +7,6 @@ use ferry_core::naming::hex;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-/// Annotation on super copies: the digest of the object ferry last applied, so that a field
-/// the tenant removed (which a containment check cannot see) still triggers an apply.
-pub const ANN_APPLIED: &str = "ferry.dev/applied";
-
 /// The digest of `value` (16 hex digits), independent of the order of object keys (a list
 /// and a watch event may give the same object's keys in different orders).
 pub fn digest(value: &Value) -> String {

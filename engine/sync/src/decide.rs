@@ -7,11 +7,14 @@
 //! copy from the super cluster, and writes nothing when the object already holds what it
 //! would write.
 
+use ferry_core::keys::{
+    ANN_APPLIED, ANN_TENANT_CLUSTER, ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT,
+};
 use ferry_core::translate::{Reason, Refusal};
 use serde_json::{json, Map, Value};
 
 use crate::binding::{bind, binding, release_command, Binding};
-use crate::compare::{digest, holds, same_copy, ANN_APPLIED};
+use crate::compare::{digest, holds, same_copy};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
 use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
@@ -220,9 +223,6 @@ pub fn super_namespace(
     labels: &Map<String, Value>,
     cluster: Option<&str>,
 ) -> NamespaceStep {
-    use ferry_core::translate::{
-        ANN_TENANT_CLUSTER, ANN_TENANT_LABELS, ANN_TENANT_NAMESPACE, LABEL_TENANT,
-    };
     match found {
         Some(ns) if Ownership::of(ns).is_namespace_of(tenant, tenant_ns) => {
             if deleting(ns) {

@@ -5,9 +5,8 @@
 //! `ferry.dev/tenant-labels`, so that a label the tenant removes goes too, and labels the
 //! platform sets on the namespace itself are left alone.
 
-use ferry_core::translate::{
-    super_namespace_labels, NamespaceLabels, ANN_TENANT_LABELS, LABEL_TENANT,
-};
+use ferry_core::keys::{ANN_TENANT_LABELS, LABEL_TENANT};
+use ferry_core::translate::{super_namespace_labels, NamespaceLabels};
 use serde_json::{json, Map, Value};
 
 /// The labels to copy from `tenant_namespace` (none when it is unknown): those `allowed`.

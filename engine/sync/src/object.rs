@@ -7,12 +7,12 @@
 //!  tenant copy    label ferry.dev/from-super=true (of a public super object)
 //! ```
 
-use std::sync::Arc;
-
-use ferry_core::translate::{
+use ferry_core::keys::{
     ANN_TENANT_CLUSTER, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER,
     LABEL_TENANT,
 };
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::key::{Key, Kind};

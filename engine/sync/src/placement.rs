@@ -8,27 +8,17 @@
 //!  rules + namespace labels + cordons ─▶ candidates ───────────────┴▶ target (= active unless migrating)
 //! ```
 
+use ferry_core::keys::RESERVED_PREFIX;
+use ferry_core::keys::{ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
 use std::collections::BTreeMap;
 
 use ferry_core::config::{candidates, place};
 
-use ferry_core::translate::RESERVED_PREFIX;
 use serde_json::{json, Value};
 
 use crate::cache::Phase;
 use crate::object::{annotation, deleting, Ownership};
 use crate::state::{Shared, TenantState};
-
-/// Annotation on tenant namespaces: the super cluster the namespace runs in, or will once
-/// something is synced (written by ferry for the tenant to read; read back only as a fresh
-/// process's first choice for a namespace no super holds yet, among the candidates).
-pub const ANN_SUPER: &str = "ferry.dev/super";
-/// Annotation on a super namespace: the placement it was made for, counting up with every
-/// migration; where a namespace runs is the host with the highest.
-pub const ANN_GENERATION: &str = "ferry.dev/placement-generation";
-/// Annotation on a super namespace while it is a migration's target: the super the namespace
-/// moves away from. Removed at the switch.
-pub const ANN_MIGRATING_FROM: &str = "ferry.dev/migrating-from";
 
 /// Where a tenant namespace runs: `active` holds its copies and gives their status; while
 /// migrating, `target` gets every copy before the switch.

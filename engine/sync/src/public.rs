@@ -3,10 +3,11 @@
 //! order that holds a name is its source. The guard in ferry-core asks the catalog whether a
 //! tenant's reference to a public kind names a published object.
 
+use ferry_core::keys::LABEL_TENANT;
 use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Policy, Resource};
-use ferry_core::translate::{Published, LABEL_TENANT};
+use ferry_core::translate::Published;
 
 use crate::cache::Cache;
 use crate::watch::selector_string;

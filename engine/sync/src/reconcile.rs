@@ -2,10 +2,10 @@
 //! do, and carry the action out through the writers.
 //!
 //! ```text
-//!  toSuper:   tenant object ─to_super─▶ desired copy ─decide::to_super─▶ apply / delete / recreate
+//!  toSuper:   tenant object ─to_super─▶ desired copy ─to_super/plan.rs (pure)─▶ namespaces, writes, then deletes
 //!             super copy ─to_tenant─▶ status + super-owned fields ─decide::up─▶ tenant apply
-//!  fromSuper: super object ─to_tenant─▶ desired tenant copy ─decide::public_copy─▶ create / replace / delete
-//!  produced:  super object + what names or owns it ─to_tenant─▶ tenant copy ─decide::public_copy─▶ ...
+//!  fromSuper: super object ─to_tenant─▶ desired tenant copy ─decide::read_only_copy─▶ create / replace / delete
+//!  produced:  super object + what names or owns it ─to_tenant─▶ tenant copy ─decide::read_only_copy─▶ ...
 //!  Namespace: tenant namespace ─decide::tenant_namespace─▶ super namespace labels / delete
 //! ```
 

@@ -11,6 +11,7 @@
 //!  SIGTERM: fence shut ─▶ membership released ─▶ every tenant stopped, drained, released
 //! ```
 
+use ferry_core::keys::ANN_INSTANCE;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ mod leases;
 mod round;
 
 pub use decide::{Move, Observer};
-pub use leases::{member_lease, tenant_lease, Leases, ANNOTATION_INSTANCE, LABEL_SHARD};
+pub use leases::{member_lease, tenant_lease, Leases};
 
 use leases::{annotation, holder};
 
@@ -240,8 +241,8 @@ impl Shard {
     fn instance_annotation(&self) -> BTreeMap<String, String> {
         let digest = decide::digest(&self.candidates.borrow());
         [
-            (ANNOTATION_INSTANCE.to_string(), self.instance.clone()),
-            (leases::ANNOTATION_TENANTS.to_string(), digest),
+            (ANN_INSTANCE.to_string(), self.instance.clone()),
+            (ferry_core::keys::ANN_TENANTS_SHA256.to_string(), digest),
         ]
         .into()
     }
@@ -263,7 +264,7 @@ impl Shard {
             let found = match found {
                 Some(l)
                     if !holder(&l).is_empty()
-                        && annotation(&l, ANNOTATION_INSTANCE) != Some(&self.instance) =>
+                        && annotation(&l, ANN_INSTANCE) != Some(&self.instance) =>
                 {
                     tracing::info!(lease = %name, "sharding: membership Lease held; checking that its holder stopped");
                     tokio::time::sleep(self.fence.window() + Duration::from_secs(1)).await;
@@ -340,7 +341,7 @@ impl Shard {
         // Someone wrote it: this process, a moment ago (an answer lost), someone annotating
         // it, or another process with this identity.
         match self.leases.get(&name).await {
-            Ok(Some(l)) if annotation(&l, ANNOTATION_INSTANCE) == Some(&self.instance) => {
+            Ok(Some(l)) if annotation(&l, ANN_INSTANCE) == Some(&self.instance) => {
                 let sent = Instant::now();
                 let (spec, annotations) = (self.membership_spec(), self.instance_annotation());
                 let again = self

@@ -10,6 +10,7 @@ mod busy;
 
 pub use busy::{Busy, InFlight};
 
+use ferry_core::keys::LABEL_FROM_SUPER;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -17,7 +18,7 @@ use ferry_core::config::{Config, NamespaceLabels, PlacementRule, PlatformNamespa
 use ferry_core::naming::{NameMap, Tenant};
 use ferry_core::policy::{Direction, Policy, Scope};
 use ferry_core::sandbox::Sandbox;
-use ferry_core::translate::LABEL_FROM_SUPER;
+
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

@@ -5,11 +5,12 @@
 //!  Super × n (config order) ── caches (copies, public objects) ── namespaces ── Writer
 //! ```
 
+use ferry_core::keys::LABEL_TENANT;
 use std::sync::{Arc, OnceLock};
 
 use ferry_core::config::{PlatformNamespaces, SuperConfig};
 use ferry_core::policy::{Direction, Policy};
-use ferry_core::translate::LABEL_TENANT;
+
 use tokio::task::JoinHandle;
 
 use crate::cache::{Cache, Labels};

@@ -1,6 +1,7 @@
 //! Tenants from kubeconfig Secrets (DESIGN.md "Running in a cluster"): the `tenantSecrets`
 //! entry of a SyncConfig. The Secrets live in the first super cluster, in one namespace.
 
+use crate::keys::{DEFAULT_NAME_LABEL, DEFAULT_SECRET_LABEL};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -12,11 +13,6 @@ use crate::policy::LabelSelector;
 /// The namespace the Secrets are read from when the entry names none (never ferry's own:
 /// whoever writes Secrets there is not trusted like ferry's own credentials).
 pub const DEFAULT_SECRETS_NAMESPACE: &str = "ferry-tenants";
-/// The label a Secret carries to be read as a tenant's kubeconfig, when the entry selects
-/// nothing else.
-pub const DEFAULT_SECRET_LABEL: &str = "ferry.dev/tenant-kubeconfig";
-/// The label naming the tenant, when the entry names none.
-pub const DEFAULT_NAME_LABEL: &str = "ferry.dev/tenant-name";
 
 /// Tenants from kubeconfig Secrets (vcluster, VirtualCluster), added, rotated and removed live.
 #[derive(Deserialize, JsonSchema)]

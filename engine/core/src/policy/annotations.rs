@@ -17,8 +17,9 @@
 use super::model::AnnotationsEntry;
 use super::{Direction, Error, Result};
 use crate::glob::Glob;
+use crate::keys::RESERVED_PREFIX;
 use crate::locate::Location;
-use crate::naming::RESERVED_PREFIX;
+
 use crate::schema::{Plan, Rule};
 
 /// Which tenant annotations go down with a toSuper kind's objects.

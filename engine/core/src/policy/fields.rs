@@ -9,13 +9,13 @@
 //! any depth (`..`) are refused: whether a field is rewritten would then depend on the data
 //! a tenant writes, and the guard could not know which rule a field is under.
 
+use crate::keys::RESERVED_PREFIX;
 use serde_json::Value;
 
 use super::model::FieldRuleEntry;
 use super::{Error, Result};
 use crate::locate::{Location, Positions};
 
-use crate::naming::RESERVED_PREFIX;
 use crate::schema::compile::{parse_forbid, parse_names, parse_ref, NameRules};
 use crate::schema::{Annotated, Empty, Node, Plan, RefFormat, Rule};
 use path::{show, steps, Step};

@@ -3,9 +3,10 @@
 //! what it was produced for), and a public CustomResourceDefinition (no conversion webhook,
 //! which a tenant could not reach).
 
+use crate::keys::ANN_PRODUCED_FOR;
 use serde_json::{Map, Value};
 
-use super::{metadata, Change, Reason, Refusal, Result, ANN_PRODUCED_FOR};
+use super::{metadata, Change, Reason, Refusal, Result};
 use crate::naming::NameMap;
 use crate::policy::Policy;
 

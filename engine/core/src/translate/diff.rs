@@ -1,10 +1,11 @@
 //! What a transform changed (for `--explain`), and what it must not change.
 
+use crate::keys::RESERVED_PREFIX;
 use serde_json::Value;
 
 use std::collections::BTreeMap;
 
-use super::{join, Change, Reason, Refusal, Result, RESERVED_PREFIX};
+use super::{join, Change, Reason, Refusal, Result};
 
 /// Appends to `out` the leaf-level differences between `before` and `after`, attributed to
 /// `rule`.

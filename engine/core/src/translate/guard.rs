@@ -14,14 +14,14 @@
 //! The walk follows the whole object once (ferry.dev/ keys may hide at any depth), reading
 //! the compiled plan alongside, so it costs one pass and allocates nothing unless it refuses.
 
+use crate::keys::{
+    ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_TENANT, RESERVED_PREFIX,
+};
 use serde_json::{Map, Number, Value};
 
 use super::fields::selector::shown;
 use super::path::Path;
-use super::{
-    Reason, Refusal, Result, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_TENANT,
-    RESERVED_PREFIX,
-};
+use super::{Reason, Refusal, Result};
 use crate::naming::{
     dns_label_problem, dns_subdomain_problem, is_map_of, label_value_problem,
     qualified_name_problem, NameMap,
@@ -563,8 +563,8 @@ mod up;
 mod values;
 
 pub(super) use values::readable;
+pub use values::READ_DEPTH;
 use values::{get_str, map_keys, nested, number, optional_str, string_map};
-pub use values::{READ_DEPTH, UNREAD};
 
 #[cfg(test)]
 mod tests;

@@ -1,14 +1,15 @@
 //! Metadata rules (DESIGN.md "Metadata" and "Naming"): what ferry keeps, rewrites, adds and
 //! strips on the way down and up.
 
+use crate::keys::{
+    ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER,
+    LABEL_TENANT, RESERVED_PREFIX,
+};
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{
-    join, Change, Reason, Refusal, Result, ANN_SUPER_UID, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE,
-    ANN_TENANT_UID, LABEL_FROM_SUPER, LABEL_TENANT, RESERVED_PREFIX,
-};
+use super::{join, Change, Reason, Refusal, Result};
 use crate::naming::{dns_label_problem, dns_subdomain_problem, NameMap};
 use crate::policy::{Annotations, Resource, Scope};
 

@@ -19,14 +19,13 @@ mod metadata;
 mod namespace_labels;
 mod outcome;
 
-pub use guard::{Published, READ_DEPTH, UNREAD};
+pub use guard::{Published, READ_DEPTH};
 pub use metadata::flowing_up;
-pub use namespace_labels::{
-    reserved_namespace_label, super_namespace_labels, NamespaceLabels, ANN_TENANT_LABELS,
-};
+pub use namespace_labels::{reserved_namespace_label, super_namespace_labels, NamespaceLabels};
 pub use outcome::{Change, Reason, Reference, Refusal, Translated};
 pub use path::Path;
 
+use crate::keys::{ANN_TENANT_NAMESPACE, LABEL_FROM_SUPER, LABEL_TENANT};
 use serde_json::{Map, Value};
 
 use crate::naming::NameMap;
@@ -36,25 +35,7 @@ use crate::sandbox::{CallContext, Hook, Sandbox};
 
 pub use diff::diff;
 
-/// Label on every super object ferry owns: the tenant's name.
-pub const LABEL_TENANT: &str = "ferry.dev/tenant";
-/// Annotation: the tenant namespace of a super object or namespace.
-pub const ANN_TENANT_NAMESPACE: &str = "ferry.dev/tenant-namespace";
-/// Annotation: the object's name in the tenant.
-pub const ANN_TENANT_NAME: &str = "ferry.dev/tenant-name";
-/// Annotation: the object's uid in the tenant.
-pub const ANN_TENANT_UID: &str = "ferry.dev/tenant-uid";
-/// Label on objects ferry copies into tenants from the super cluster.
-pub const LABEL_FROM_SUPER: &str = "ferry.dev/from-super";
-/// Annotation: the uid of the super object a tenant copy came from.
-pub const ANN_SUPER_UID: &str = "ferry.dev/super-uid";
-/// Annotation on a produced copy: what it was produced for, `<group>/<Kind>/<name>`.
-pub const ANN_PRODUCED_FOR: &str = "ferry.dev/produced-for";
-/// Annotation on a tenant's super namespaces: the uid of the tenant cluster's `kube-system`
-/// namespace, which cluster the tenant's names are bound to. A tenant of that name connecting
-/// from another cluster is refused until an admin removes it (docs/operations.md).
-pub const ANN_TENANT_CLUSTER: &str = "ferry.dev/tenant-cluster";
-pub use crate::naming::{RESERVED_PREFIX, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE};
+pub use crate::naming::{SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE};
 
 /// `Result` of a translation.
 pub type Result<T, E = Refusal> = std::result::Result<T, E>;

@@ -6,10 +6,6 @@ use serde_json::{Map, Value};
 
 use crate::glob::Glob;
 
-/// Annotation on a super namespace: the keys of the labels ferry copied from its tenant
-/// namespace (comma-separated), so that a label the tenant removes is removed too.
-pub const ANN_TENANT_LABELS: &str = "ferry.dev/tenant-labels";
-
 /// Which tenant namespace labels super namespaces carry (`namespaceLabels.allow` of a
 /// SyncConfig; none by default).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -28,9 +28,6 @@ const KEPT_METADATA: [&str; 8] = [
     "managedFields",
 ];
 
-/// The prefix of the labels and annotations a reduced object keeps.
-const FERRY_KEYS: &str = "ferry.dev/";
-
 /// One cached object.
 #[derive(Clone)]
 pub enum Held {
@@ -84,7 +81,7 @@ impl Reducer {
             // among them) count in the rest.
             for field in ["labels", "annotations"] {
                 if let Some(Value::Object(keys)) = meta.get_mut(field) {
-                    keys.retain(|k, _| k.starts_with(FERRY_KEYS));
+                    keys.retain(|k, _| k.starts_with(ferry_core::keys::RESERVED_PREFIX));
                 }
             }
         }

@@ -3,6 +3,7 @@
 
 use super::feed::observe;
 use super::*;
+use ferry_core::keys::UNREAD;
 use serde_json::json;
 
 fn copy(uid: &str, version: &str) -> Value {
@@ -286,7 +287,6 @@ fn objects_nested_too_deep_are_read_cut_not_failed() {
 /// fail the whole list.
 #[test]
 fn keys_serde_json_reserves_are_read_unread() {
-    use ferry_core::translate::UNREAD;
     let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let read = |item: &str| -> Value {
         let wire: Wire = serde_json::from_str(item).unwrap_or_else(|e| panic!("{item}: {e}"));

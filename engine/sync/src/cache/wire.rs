@@ -6,10 +6,11 @@
 //! would fail the list of its kind (serde_json stops at 128 levels), and the translator
 //! refuses an object that deep, so what was not read is never written.
 
+use ferry_core::keys::UNREAD;
 use std::borrow::Cow;
 use std::fmt;
 
-use ferry_core::translate::{READ_DEPTH, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE, UNREAD};
+use ferry_core::translate::{READ_DEPTH, SERDE_JSON_NUMBER, SERDE_JSON_PRIVATE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::{DynamicResourceScope, Resource};

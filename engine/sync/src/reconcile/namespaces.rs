@@ -1,6 +1,7 @@
 //! Super namespaces: created when the first object needs one (never annexed), their labels
 //! kept in line with the tenant namespace's, deleted when it goes.
 
+use ferry_core::keys::{ANN_APPLIED, ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
 use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Scope};
@@ -12,13 +13,13 @@ use serde_json::{json, Value};
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::{Cache, Phase};
-use crate::compare::ANN_APPLIED;
+
 use crate::decide::{self, NamespaceFollow, NamespaceStep};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
 use crate::object::{annotation, deleting, Ownership};
-use crate::placement::{self, Placed, ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
+use crate::placement::{self, Placed};
 
 fn namespace_resource() -> ApiResource {
     ApiResource::erase::<Namespace>(&())

@@ -5,14 +5,15 @@
 //!
 //! ```text
 //!  super object in the namespace's running super ─ producer (reference | owner) ─▶ to_tenant
-//!      ─▶ decide::public_copy ─▶ create (never over the tenant's own object) / revert / delete
+//!      ─▶ decide::read_only_copy ─▶ create (never over the tenant's own object) / revert / delete
 //! ```
 
+use ferry_core::keys::ANN_PRODUCED_FOR;
 use std::sync::Arc;
 
 use ferry_core::policy::{Direction, Resource, Scope};
 use ferry_core::schema::load::split_api_version;
-use ferry_core::translate::{Reason, ANN_PRODUCED_FOR};
+use ferry_core::translate::Reason;
 use serde_json::Value;
 
 use super::read_only::{Copying, EventOn, Target};

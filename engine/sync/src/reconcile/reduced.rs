@@ -1,9 +1,9 @@
 //! A tenant object held reduced (`cache/held.rs`), read whole from the tenant's API server
 //! when it must be translated again (whether it must is `to_super/plan.rs`'s `start`).
 
+use ferry_core::keys::LABEL_FROM_SUPER;
 use std::sync::Arc;
 
-use ferry_core::translate::LABEL_FROM_SUPER;
 use kube::api::ApiResource;
 use serde_json::Value;
 

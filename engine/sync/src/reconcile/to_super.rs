@@ -11,6 +11,7 @@
 //! writes. A create that finds the name taken reads what holds it and plans that write again
 //! (`plan::after_conflict`).
 
+use ferry_core::keys::ANN_APPLIED;
 use std::sync::Arc;
 
 use ferry_core::policy::{Resource, Scope};
@@ -20,7 +21,7 @@ use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::Served;
-use crate::compare::ANN_APPLIED;
+
 use crate::decide::{self, CopyWrite, Doomed};
 use crate::deps;
 use crate::key::Key;

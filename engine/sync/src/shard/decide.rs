@@ -1,12 +1,13 @@
 //! What a sharded replica does with the Leases it read, as pure functions of what it saw and
 //! when (its own monotonic clock): who is live, which tenants to take, keep and release.
 
+use ferry_core::keys::ANN_RELEASED;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use super::leases::{annotation, holder, tenant_lease, ANNOTATION_RELEASED};
+use super::leases::{annotation, holder, tenant_lease};
 
 /// When a Lease's resourceVersion was last seen to change.
 struct Seen {
@@ -171,8 +172,8 @@ impl Observer {
             .and_then(|s| s.lease_duration_seconds)
             .and_then(|s| u64::try_from(s).ok())
             .map_or(self.lease, Duration::from_secs);
-        let released = holder(lease).is_empty() && annotation(lease, ANNOTATION_RELEASED).is_some();
-        let digest = annotation(lease, super::leases::ANNOTATION_TENANTS).map(str::to_string);
+        let released = holder(lease).is_empty() && annotation(lease, ANN_RELEASED).is_some();
+        let digest = annotation(lease, ferry_core::keys::ANN_TENANTS_SHA256).map(str::to_string);
         let entry = self.members.entry(name.to_string()).or_insert(Member {
             identity: identity.to_string(),
             version: version.clone(),
@@ -310,7 +311,7 @@ impl Observer {
         let from = match (lease, held_by.is_empty()) {
             (None, _) => None,
             (Some(_), false) => Some(Move::Failover),
-            (Some(l), true) => match annotation(l, ANNOTATION_RELEASED) {
+            (Some(l), true) => match annotation(l, ANN_RELEASED) {
                 Some("shutdown") => Some(Move::Release),
                 Some(_) => Some(Move::Scale),
                 None => None,
@@ -326,7 +327,7 @@ fn role(lease: &Lease) -> Option<&str> {
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(super::leases::LABEL_SHARD))
+        .and_then(|l| l.get(ferry_core::keys::LABEL_SHARD))
         .map(String::as_str)
 }
 

@@ -3,6 +3,7 @@
 //! (`ferry-tenant-<tenant>`, written only on take and release). Every write is a
 //! compare-and-swap on the resourceVersion read.
 
+use ferry_core::keys::LABEL_SHARD;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -10,17 +11,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
-
-/// The label every sharding Lease carries: `member` or `tenant`.
-pub const LABEL_SHARD: &str = "ferry.dev/shard";
-/// The annotation naming the process holding a membership Lease (a random instance id: two
-/// processes with one identity tell each other apart by it).
-pub const ANNOTATION_INSTANCE: &str = "ferry.dev/instance";
-/// The annotation a Lease ferry released carries: why (`shutdown`, `moved`, `unconfigured`).
-pub const ANNOTATION_RELEASED: &str = "ferry.dev/released";
-/// The annotation of a membership Lease naming the digest of the replica's configured
-/// tenants (`shard/decide.rs`, `digest`).
-pub const ANNOTATION_TENANTS: &str = "ferry.dev/tenants-sha256";
 
 /// The membership Lease of `identity`.
 pub fn member_lease(identity: &str) -> String {

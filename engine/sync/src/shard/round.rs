@@ -1,6 +1,7 @@
 //! One round of a sharded replica, and its shutdown: renew, read the Leases, hand over what
 //! is no longer this replica's, take what is, publish the ownership.
 
+use ferry_core::keys::ANN_RELEASED;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use std::time::Instant;
 use k8s_openapi::api::coordination::v1::Lease;
 
 use super::decide::{Decisions, Round};
-use super::leases::{holder, tenant_lease, transitions, ANNOTATION_RELEASED};
+use super::leases::{holder, tenant_lease, transitions};
 use super::{drain_bound, labels, Error, Shard};
 use crate::cache::Owned;
 
@@ -156,7 +157,7 @@ impl Shard {
     /// Releases `tenant`'s Lease (found as `lease`), saying `why`.
     async fn release(&self, tenant: &str, lease: Option<&Lease>, why: &str) {
         let spec = self.leases.spec(None, transitions(lease));
-        let annotations = [(ANNOTATION_RELEASED.to_string(), why.to_string())].into();
+        let annotations = [(ANN_RELEASED.to_string(), why.to_string())].into();
         match self
             .leases
             .swap((&tenant_lease(tenant), "tenant"), lease, spec, annotations)
@@ -255,7 +256,7 @@ impl Shard {
         self.fence.close();
         let name = super::member_lease(&self.identity);
         let spec = self.leases.spec(None, 0);
-        let released = [(ANNOTATION_RELEASED.to_string(), "shutdown".to_string())].into();
+        let released = [(ANN_RELEASED.to_string(), "shutdown".to_string())].into();
         match self
             .leases
             .swap((&name, "member"), self.mine.as_ref(), spec, released)

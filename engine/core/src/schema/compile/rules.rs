@@ -1,6 +1,7 @@
 //! Reading the `x-ferry-*` (and kustomize object-ref) extensions of one schema node into
 //! rules, each checked against the shape of the field it is on.
 
+use crate::keys::RESERVED_PREFIX;
 use openapiv3::Schema;
 use serde_json::Value;
 
@@ -8,7 +9,7 @@ use super::{
     properties_of, property_default, Compiler, Shape, EXTENSIONS, KUSTOMIZE_API_VERSION,
     KUSTOMIZE_KIND, KUSTOMIZE_NAME_KEY, REF_KEYS,
 };
-use crate::naming::RESERVED_PREFIX;
+
 use crate::schema::{Annotated, Empty, Forbid, Hosts, Node, RefFormat, RefRule, Result, Rule};
 
 impl Compiler<'_> {

@@ -1,13 +1,14 @@
 //! Selectors scoped to the tenant (of objects, or of namespaces) and free text that names
 //! namespaces.
 
+use crate::keys::LABEL_TENANT;
 use serde_json::{Map, Value};
 
 use super::{Fields, Way, NAMESPACE_NAME_LABEL};
 use crate::policy::DEFAULT_PUBLIC_LABEL;
 use crate::schema::{Annotated, Rule};
 use crate::translate::path::Path;
-use crate::translate::{Reason, Refusal, Result, LABEL_TENANT};
+use crate::translate::{Reason, Refusal, Result};
 
 impl Fields<'_> {
     pub(super) fn selector(

@@ -1,6 +1,7 @@
 //! The guard's check of scoped selectors: they select only the tenant's objects, or only the
 //! tenant's namespaces.
 
+use crate::keys::{LABEL_TENANT, RESERVED_PREFIX};
 use serde_json::Value;
 
 use super::{shown, Guard};
@@ -8,9 +9,7 @@ use crate::policy::DEFAULT_PUBLIC_LABEL;
 use crate::translate::fields::selector::{not_a_copy_requirement, not_a_selector};
 use crate::translate::fields::NAMESPACE_NAME_LABEL;
 use crate::translate::path::Path;
-use crate::translate::{
-    reserved_namespace_label, Reason, Refusal, Result, LABEL_TENANT, RESERVED_PREFIX,
-};
+use crate::translate::{reserved_namespace_label, Reason, Refusal, Result};
 
 impl Guard<'_> {
     /// The `matchLabels` of a scoped selector: its values are strings, and the only

@@ -1,6 +1,7 @@
 //! The guard's check of what flows up into a tenant: only status and super-owned fields for a
 //! tenant's own object, ferry's metadata exactly on a public copy.
 
+use crate::keys::{ANN_PRODUCED_FOR, ANN_SUPER_UID, LABEL_FROM_SUPER, RESERVED_PREFIX};
 use serde_json::{Map, Value};
 
 use super::{map_keys, nested, number, shown, string_map, Guard, DOWN_METADATA};
@@ -9,9 +10,7 @@ use crate::policy::Resource;
 use crate::schema::{Node, Rule};
 use crate::translate::path::Path;
 use crate::translate::Reason;
-use crate::translate::{
-    Result, ANN_PRODUCED_FOR, ANN_SUPER_UID, LABEL_FROM_SUPER, RESERVED_PREFIX,
-};
+use crate::translate::Result;
 
 impl Guard<'_> {
     /// Checks what flows up into a tenant for a toSuper kind: apiVersion, kind, the tenant

@@ -1,6 +1,7 @@
 //! The guard's checks of values whatever their place: how deep maps and lists nest, numbers
 //! Kubernetes can hold, string maps and strings.
 
+use crate::keys::UNREAD;
 use serde_json::{Map, Number, Value};
 
 use super::shown;
@@ -22,10 +23,6 @@ pub const MAX_DEPTH: usize = 64;
 /// empty one (its content skipped unparsed, so that the object does not break the list of its
 /// kind), and such an object is refused, never translated from what was read.
 pub const READ_DEPTH: usize = 100;
-
-/// The one key of the map that stands, in an object read from a cluster, where ferry could not
-/// read what was sent (its value says why): keys serde_json reserves for itself. Never written.
-pub const UNREAD: &str = "ferry.dev/unread";
 
 /// Refuses an object holding a map or list more than [`READ_DEPTH`] keys and indexes below
 /// it, or a map [`map_keys`] refuses: read from a cluster, what is there was not read. What a

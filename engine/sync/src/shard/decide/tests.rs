@@ -166,7 +166,7 @@ fn released_and_unowned_tenants() {
     let none = BTreeMap::new();
     let mut released = tenant(&t, "");
     released.metadata.annotations =
-        Some([(ANNOTATION_RELEASED.to_string(), "shutdown".to_string())].into());
+        Some([(ANN_RELEASED.to_string(), "shutdown".to_string())].into());
     let leases = vec![member("a", "1"), released];
     let t0 = Instant::now();
     let mut a = Observer::new(LEASE);
@@ -282,7 +282,7 @@ fn a_deleted_or_cleared_membership_is_live_until_stale_a_released_one_is_gone() 
     // Released by ferry (SIGTERM): gone at once.
     let mut released = lease(&member_lease("b"), "member", "", "3");
     released.metadata.annotations =
-        Some([(ANNOTATION_RELEASED.to_string(), "shutdown".to_string())].into());
+        Some([(ANN_RELEASED.to_string(), "shutdown".to_string())].into());
     let leases = vec![member("a", "1"), released, tenant(&t, "b")];
     let mut c = Observer::new(LEASE);
     c.observe(&leases, t0);
@@ -304,7 +304,7 @@ fn a_fallback_holder_hands_over_once_the_winner_has_its_tenants() {
         let mut b = member("b", version);
         b.metadata.annotations = Some(
             [(
-                super::super::leases::ANNOTATION_TENANTS.to_string(),
+                ferry_core::keys::ANN_TENANTS_SHA256.to_string(),
                 digest.to_string(),
             )]
             .into(),

@@ -2,6 +2,7 @@
 //! it reads from a cluster (never given to a transform).
 
 use super::*;
+use crate::keys::UNREAD;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
@@ -77,7 +78,6 @@ proptest! {
 /// refused where it would be written, down and up, and never reaches a transform.
 #[test]
 fn unread_maps_are_refused_everywhere() {
-    use crate::translate::guard::values::UNREAD;
     let policy = policy();
     let names = names();
     let translator = Translator::new(&policy, None);

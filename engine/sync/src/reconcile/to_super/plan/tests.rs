@@ -1,9 +1,10 @@
 //! The toSuper plans, one test per behaviour, without an API server.
 
+use ferry_core::keys::ANN_APPLIED;
 use serde_json::json;
 
 use super::*;
-use crate::compare::ANN_APPLIED;
+
 use crate::key::Kind;
 
 fn key() -> Key {
