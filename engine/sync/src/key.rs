@@ -82,3 +82,14 @@ mod tests {
         );
     }
 }
+
+/// A super cluster, by its place in the configuration (config order; the first holds the
+/// Leases and the tenant Secrets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SuperId(pub usize);
+
+impl std::fmt::Display for SuperId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}

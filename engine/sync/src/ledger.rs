@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use serde_json::Value;
 
-use crate::key::Key;
+use crate::key::{Key, SuperId};
 use crate::object::rv;
 use crate::refs::RefIndex;
 
@@ -99,7 +99,7 @@ pub struct Ledger {
     /// Copies (key, super) that may still hold fields an apply dropped, and how many times
     /// the patch removing them failed: applied again whatever the copy looks like, a few
     /// times.
-    pub stale: HashMap<(Key, usize), u32>,
+    pub stale: HashMap<(Key, SuperId), u32>,
     /// Entries by the keyed 128-bit digest of their key ([`Ledger::id`]): a key's two strings
     /// are not held once more per object.
     entries: HashMap<u128, Entry, BuildHasherDefault<Id>>,
@@ -171,7 +171,7 @@ impl Ledger {
 
     /// Whether the copy of `key` in super `i` may still hold fields an apply dropped, and is
     /// to be applied again (fewer than [`CLEANUP_TRIES`] patches removing them failed).
-    pub fn cleanup_pending(&self, key: &Key, i: usize) -> bool {
+    pub fn cleanup_pending(&self, key: &Key, i: SuperId) -> bool {
         // Almost always empty: no key is cloned for the lookup then.
         !self.stale.is_empty()
             && self

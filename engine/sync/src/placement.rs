@@ -8,26 +8,26 @@
 //!  rules + namespace labels + cordons ─▶ candidates ───────────────┴▶ target (= active unless migrating)
 //! ```
 
-use ferry_core::keys::RESERVED_PREFIX;
-use ferry_core::keys::{ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER};
 use std::collections::BTreeMap;
 
 use ferry_core::config::{candidates, place};
+use ferry_core::keys::{ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER, RESERVED_PREFIX};
 
 use serde_json::{json, Value};
 
 use crate::cache::Phase;
 use crate::object::{annotation, deleting, Ownership};
 use crate::state::{Shared, TenantState};
+use crate::supers::{SuperId, Supers};
 
 /// Where a tenant namespace runs: `active` holds its copies and gives their status; while
 /// migrating, `target` gets every copy before the switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placed {
-    /// The super (index into `Shared::supers`) its copies are in.
-    pub active: usize,
+    /// The super its copies are in.
+    pub active: SuperId,
     /// Where they are to be; `active` unless migrating.
-    pub target: usize,
+    pub target: SuperId,
     /// The placement generation of the active super namespace (0 when none exists yet).
     pub generation: u64,
     /// Whether the active super namespace still carries a migration's mark (a target whose
@@ -42,7 +42,7 @@ impl Placed {
     }
 
     /// The supers that hold (or are to hold) its copies: `active`, then `target`.
-    pub fn supers(&self) -> Vec<usize> {
+    pub fn supers(&self) -> Vec<SuperId> {
         if self.migrating() {
             vec![self.active, self.target]
         } else {
@@ -51,7 +51,7 @@ impl Placed {
     }
 
     /// The annotations a super namespace made in super `i` for this placement carries.
-    pub fn annotations(&self, i: usize, supers: &[crate::supers::Super]) -> Value {
+    pub fn annotations(&self, i: SuperId, supers: &Supers) -> Value {
         if self.migrating() && i == self.target {
             json!({ANN_GENERATION: (self.generation + 1).to_string(), ANN_MIGRATING_FROM: &*supers[self.active].name})
         } else {
@@ -64,7 +64,7 @@ impl Placed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Host {
     /// Which super.
-    pub index: usize,
+    pub index: SuperId,
     /// Its placement generation.
     pub generation: u64,
     /// Whether it is a migration's target not switched to yet.
@@ -77,7 +77,6 @@ pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<Host
     shared
         .supers
         .iter()
-        .enumerate()
         .filter_map(|(index, s)| {
             let n = s.namespaces.get("", &super_ns)?;
             if deleting(&n) || !Ownership::of(&n).is_namespace_of(&tenant.name, namespace) {
@@ -118,8 +117,8 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     let supers = &shared.supers;
     if supers.len() == 1 {
         return Some(Placed {
-            active: 0,
-            target: 0,
+            active: SuperId(0),
+            target: SuperId(0),
             generation: 0,
             marked: false,
         });
@@ -127,7 +126,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     let hosts = hosts(shared, tenant, namespace);
     let running = running(&hosts);
     // A super not listed yet might hold the namespace: nothing is placed anew until it is.
-    if running.is_none() && supers.iter().any(|s| s.namespaces.phase() != Phase::Synced) {
+    if running.is_none() && supers.each().any(|s| s.namespaces.phase() != Phase::Synced) {
         return None;
     }
     let tenant_ns = tenant.namespaces.get("", namespace);
@@ -141,8 +140,11 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
         .filter(|(k, _)| !k.starts_with(RESERVED_PREFIX))
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect();
-    let placement = shared.placement();
-    let candidates = candidates(&placement.supers, &placement.rules, &tenant.name, &labels);
+    let live = supers.live();
+    let candidates: Vec<SuperId> = candidates(&live.configs, &live.rules, &tenant.name, &labels)
+        .into_iter()
+        .map(SuperId)
+        .collect();
     let active = running.map(|h| h.index);
     let target = match active {
         Some(a) if candidates.contains(&a) => Some(a),
@@ -159,13 +161,14 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
                 let said = tenant_ns
                     .as_deref()
                     .and_then(|n| annotation(n, ANN_SUPER))
-                    .and_then(|name| supers.iter().position(|s| &*s.name == name))
+                    .and_then(|name| supers.named(name))
                     .filter(|i| candidates.contains(i));
                 let fresh = || {
                     said.or_else(|| {
                         let placed: Vec<usize> =
-                            supers.iter().map(|s| s.namespaces.len()).collect();
-                        place(&candidates, None, &placed)
+                            supers.each().map(|s| s.namespaces.len()).collect();
+                        let indexes: Vec<usize> = candidates.iter().map(|c| c.0).collect();
+                        place(&indexes, None, &placed).map(SuperId)
                     })
                 };
                 match tenant.chosen(namespace, fresh) {
@@ -194,14 +197,13 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
 
 /// The supers a cluster-scoped copy of `tenant`'s goes to: every super holding one of its
 /// namespaces (the only one, with a single super). The first is where status comes from.
-pub fn hosting(shared: &Shared, tenant: &TenantState) -> Vec<usize> {
+pub fn hosting(shared: &Shared, tenant: &TenantState) -> Vec<SuperId> {
     if shared.supers.len() == 1 {
-        return vec![0];
+        return vec![SuperId(0)];
     }
     shared
         .supers
         .iter()
-        .enumerate()
         .filter(|(_, s)| {
             s.namespaces
                 .values()
@@ -218,7 +220,7 @@ mod tests {
 
     fn host(index: usize, generation: u64, migrating: bool) -> Host {
         Host {
-            index,
+            index: SuperId(index),
             generation,
             migrating,
         }
@@ -229,18 +231,21 @@ mod tests {
         assert_eq!(running(&[]), None);
         // Mid-migration: the target (generation 2, marked) is not where it runs yet.
         let moving = [host(0, 1, false), host(1, 2, true)];
-        assert_eq!(running(&moving).map(|h| h.index), Some(0));
+        assert_eq!(running(&moving).map(|h| h.index), Some(SuperId(0)));
         // The switch removes the mark: the higher generation wins, whatever the order.
         let switched = [host(0, 1, false), host(1, 2, false)];
-        assert_eq!(running(&switched).map(|h| h.index), Some(1));
+        assert_eq!(running(&switched).map(|h| h.index), Some(SuperId(1)));
         let back = [host(0, 3, false), host(1, 2, false)];
-        assert_eq!(running(&back).map(|h| h.index), Some(0));
+        assert_eq!(running(&back).map(|h| h.index), Some(SuperId(0)));
         // A target whose source went away: it is all there is; of two such, the older.
-        assert_eq!(running(&[host(1, 2, true)]).map(|h| h.index), Some(1));
+        assert_eq!(
+            running(&[host(1, 2, true)]).map(|h| h.index),
+            Some(SuperId(1))
+        );
         let orphans = [host(1, 2, true), host(2, 3, true)];
-        assert_eq!(running(&orphans).map(|h| h.index), Some(1));
+        assert_eq!(running(&orphans).map(|h| h.index), Some(SuperId(1)));
         // Namespaces from before generations (0) on two supers: config order.
         let old = [host(0, 0, false), host(1, 0, false)];
-        assert_eq!(running(&old).map(|h| h.index), Some(0));
+        assert_eq!(running(&old).map(|h| h.index), Some(SuperId(0)));
     }
 }

@@ -591,7 +591,7 @@ impl Probes {
 fn readiness(shared: &Shared) -> (bool, String) {
     let mut lines = Vec::new();
     let mut ready = shared.ready();
-    for s in &shared.supers {
+    for s in shared.supers.each() {
         let state = if s.ready() { "watching" } else { "listing" };
         lines.push(format!("{} (super cluster): {state}", s.name));
         for cache in &s.caches {

@@ -14,7 +14,7 @@ use ferry_core::keys::LABEL_FROM_SUPER;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use ferry_core::config::{Config, NamespaceLabels, PlacementRule, PlatformNamespaces};
+use ferry_core::config::{Config, NamespaceLabels, PlatformNamespaces};
 use ferry_core::naming::{NameMap, Tenant};
 use ferry_core::policy::{Direction, Policy, Scope};
 use ferry_core::sandbox::Sandbox;
@@ -32,18 +32,9 @@ use crate::object::{deleting, key_of, Ownership};
 use crate::public::Catalog;
 use crate::queue::Queues;
 use crate::routing::tenant_router;
-use crate::supers::Super;
+use crate::supers::{Live, Super, Supers};
 use crate::watch::watch_all;
 use crate::write::{Gate, Writer};
-
-/// The supers' configuration (in config order) and the placement rules.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placement {
-    /// Names, labels, cordons.
-    pub supers: Vec<ferry_core::config::SuperConfig>,
-    /// First match wins.
-    pub rules: Vec<PlacementRule>,
-}
 
 /// What the whole engine shares.
 pub struct Shared {
@@ -51,11 +42,8 @@ pub struct Shared {
     pub policy: Arc<Policy>,
     /// Where transforms run.
     pub sandbox: Arc<Sandbox>,
-    /// The super clusters, in config order (at least one).
-    pub supers: Vec<Super>,
-    /// The supers' configuration (same order) and the placement rules; labels, cordons and
-    /// rules change live with the configuration file.
-    placement: RwLock<Arc<Placement>>,
+    /// The super clusters, in config order (at least one), with their live configuration.
+    pub supers: Supers,
     /// What the super clusters publish, for the guard's check of references to public kinds.
     pub public: Arc<Catalog>,
     /// Running tenants.
@@ -93,10 +81,10 @@ impl Shared {
         gate: Gate,
         queues: Arc<Queues>,
     ) -> Arc<Self> {
-        let placement = RwLock::new(Arc::new(Placement {
-            supers: supers.iter().map(|(c, _)| c.clone()).collect(),
+        let live = Live {
+            configs: supers.iter().map(|(c, _)| c.clone()).collect(),
             rules: config.placement.clone(),
-        }));
+        };
         let platform = Arc::new(config.platform_namespaces.clone());
         let supers: Vec<Super> = supers
             .into_iter()
@@ -120,8 +108,7 @@ impl Shared {
                     .map(|s| (s.caches.as_slice(), s.namespaces.clone()))
                     .collect::<Vec<_>>(),
             )),
-            supers,
-            placement,
+            supers: Supers::new(supers, live),
             policy,
             sandbox,
             tenants: RwLock::default(),
@@ -138,24 +125,10 @@ impl Shared {
         })
     }
 
-    /// The supers' configuration and the placement rules now.
-    pub fn placement(&self) -> Arc<Placement> {
-        self.placement
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
     /// Applies new labels, cordons and rules (same supers, same order) and looks at every
     /// tenant namespace again: those whose super is no longer a candidate move.
-    pub fn set_placement(&self, placement: Placement) {
-        let changed = {
-            let mut now = self.placement.write().unwrap_or_else(|e| e.into_inner());
-            let changed = **now != placement;
-            *now = Arc::new(placement);
-            changed
-        };
-        if changed {
+    pub fn set_placement(&self, live: Live) {
+        if self.supers.set_live(live) {
             tracing::info!("placement changed; looking at every namespace again");
             for tenant in self.all_tenants() {
                 self.resync(&tenant);
@@ -184,14 +157,14 @@ impl Shared {
 
     /// Whether every super cluster's caches are listed.
     pub fn ready(&self) -> bool {
-        self.supers.iter().all(Super::ready)
+        self.supers.each().all(Super::ready)
     }
 
     /// Whether every super cluster's caches of copies have listed at ownership generation
     /// `generation` or later (`cache::Labels::Owned`; always, without sharding).
     pub fn listed_since(&self, generation: u64) -> bool {
         self.supers
-            .iter()
+            .each()
             .all(|s| s.listed_since(&self.policy, generation))
     }
 
@@ -214,7 +187,7 @@ impl Shared {
             for (ns, n) in tenant.caches[idx].keys() {
                 self.queues.add_background(Key::new(name, kind, &ns, &n));
             }
-            for s in &self.supers {
+            for s in self.supers.each() {
                 match resource.direction {
                     Direction::FromSuper => {
                         for (ns, n) in s.caches[idx].keys() {
@@ -254,7 +227,7 @@ impl Shared {
             self.queues
                 .add_background(Key::new(name, Kind::Namespace, "", &n));
         }
-        for s in &self.supers {
+        for s in self.supers.each() {
             self.resync_owned(name, &s.namespaces, Kind::Namespace, false);
         }
     }
@@ -309,7 +282,7 @@ pub struct TenantState {
     ledger: Mutex<Ledger>,
     /// Supers chosen for tenant namespaces before their super namespaces exist (placement
     /// is read back from where they exist; this keeps one choice until then).
-    chosen: Mutex<BTreeMap<String, usize>>,
+    chosen: Mutex<BTreeMap<String, crate::supers::SuperId>>,
     /// When the tenant was primed (its queue opened).
     primed_at: std::sync::OnceLock<std::time::Instant>,
     /// The uid of the tenant cluster's kube-system namespace: which cluster it is.
@@ -414,7 +387,11 @@ impl TenantState {
 
     /// The super chosen for tenant namespace `namespace` while its super namespace does not
     /// exist yet: `choose` picks one the first time.
-    pub fn chosen(&self, namespace: &str, choose: impl FnOnce() -> Option<usize>) -> Option<usize> {
+    pub fn chosen(
+        &self,
+        namespace: &str,
+        choose: impl FnOnce() -> Option<crate::supers::SuperId>,
+    ) -> Option<crate::supers::SuperId> {
         let mut chosen = self.chosen.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = chosen.get(namespace) {
             return Some(*i);

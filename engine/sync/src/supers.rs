@@ -1,25 +1,104 @@
 //! The super clusters ferry syncs through (DESIGN.md "Multiple super clusters"), each with its
-//! writer and caches: ferry's copies and namespaces there, and what it publishes.
+//! writer and caches: ferry's copies and namespaces there, and what it publishes. [`Supers`]
+//! holds them all, by [`SuperId`], with what changes live with the configuration file (their
+//! labels and cordons, the placement rules).
 //!
 //! ```text
-//!  Super × n (config order) ── caches (copies, public objects) ── namespaces ── Writer
+//!  Supers ── Super × n (config order, SuperId) ── caches (copies, public objects) ── namespaces ── Writer
+//!         └─ Live: SuperConfig × n (labels, cordons) + placement rules, swapped whole
 //! ```
 
 use ferry_core::keys::LABEL_TENANT;
 use std::sync::{Arc, OnceLock};
 
-use ferry_core::config::{PlatformNamespaces, SuperConfig};
+use std::sync::RwLock;
+
+use ferry_core::config::{PlacementRule, PlatformNamespaces, SuperConfig};
 use ferry_core::policy::{Direction, Policy};
 
 use tokio::task::JoinHandle;
 
 use crate::cache::{Cache, Labels};
 use crate::client::Clients;
+pub use crate::key::SuperId;
 use crate::metrics::Metrics;
 use crate::queue::Queues;
 use crate::routing::super_router;
 use crate::watch::watch_all;
 use crate::write::{Gate, Writer};
+
+/// What of the super clusters changes live with the configuration file: their labels and
+/// cordons (same supers, same order) and the placement rules.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Live {
+    /// Each super's configuration, by [`SuperId`].
+    pub configs: Vec<SuperConfig>,
+    /// Which supers a tenant namespace may run in; the first rule that applies decides.
+    pub rules: Vec<PlacementRule>,
+}
+
+/// The super clusters, in config order (at least one): each one's fixed part ([`Super`]) and
+/// the live part ([`Live`]).
+pub struct Supers {
+    all: Vec<Super>,
+    live: RwLock<Arc<Live>>,
+}
+
+impl Supers {
+    /// The running `all` (config order) and their live part.
+    pub fn new(all: Vec<Super>, live: Live) -> Self {
+        Self {
+            all,
+            live: RwLock::new(Arc::new(live)),
+        }
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether there is none (never, once running).
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// Each super with its id, in config order.
+    pub fn iter(&self) -> impl Iterator<Item = (SuperId, &Super)> {
+        self.all.iter().enumerate().map(|(i, s)| (SuperId(i), s))
+    }
+
+    /// Each super, in config order.
+    pub fn each(&self) -> impl Iterator<Item = &Super> {
+        self.all.iter()
+    }
+
+    /// The super called `name`.
+    pub fn named(&self, name: &str) -> Option<SuperId> {
+        self.all.iter().position(|s| &*s.name == name).map(SuperId)
+    }
+
+    /// The live part now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the live part; whether it changed.
+    pub fn set_live(&self, live: Live) -> bool {
+        let mut now = self.live.write().unwrap_or_else(|e| e.into_inner());
+        let changed = **now != live;
+        *now = Arc::new(live);
+        changed
+    }
+}
+
+impl std::ops::Index<SuperId> for Supers {
+    type Output = Super;
+
+    fn index(&self, id: SuperId) -> &Super {
+        &self.all[id.0]
+    }
+}
 
 /// One super cluster.
 pub struct Super {
@@ -125,13 +204,13 @@ impl Super {
 /// entry `idx` is the source (the first holding one that is not being deleted), and how many
 /// supers hold one.
 pub fn source(
-    supers: &[Super],
+    supers: &Supers,
     idx: usize,
     namespace: &str,
     name: &str,
 ) -> (Option<Arc<serde_json::Value>>, usize) {
     let live: Vec<Arc<serde_json::Value>> = supers
-        .iter()
+        .each()
         .filter_map(|s| s.caches[idx].get(namespace, name))
         .filter(|o| !crate::object::deleting(o))
         .collect();

@@ -86,7 +86,7 @@ async fn bound_here(shared: &Shared, tenant: &TenantState, identity: &str) {
     let mut refused = false;
     loop {
         let mut bound = Vec::new();
-        for (i, s) in shared.supers.iter().enumerate() {
+        for (i, s) in shared.supers.iter() {
             s.namespaces.each_metadata(|ns| {
                 let found = binding::conflicts(std::iter::once(ns), &tenant.name, &cluster);
                 bound.extend(found.into_iter().map(|b| (i, b)));
@@ -145,7 +145,7 @@ async fn same_cluster(
     tenant: &TenantState,
 ) -> Result<Option<String>, crate::write::Error> {
     let uid = tenant.writer.cluster_uid().await?;
-    for s in &shared.supers {
+    for s in shared.supers.each() {
         if s.cluster_uid().await? == uid {
             return Ok(Some(format!(
                 "its kubeconfig reaches super cluster {}",
@@ -333,8 +333,8 @@ pub async fn follow(
                 if differs_beyond_live(&config, &next) {
                     tracing::warn!(config = %path.display(), "only tenants, super labels, cordons and placement rules change while running; restart ferry to apply the other changes");
                 } else {
-                    running.shared.set_placement(crate::state::Placement {
-                        supers: next.supers.clone(),
+                    running.shared.set_placement(crate::supers::Live {
+                        configs: next.supers.clone(),
                         rules: next.placement.clone(),
                     });
                     config.supers = next.supers.clone();

@@ -20,6 +20,7 @@ use crate::metrics::labels;
 use crate::namespace_labels;
 use crate::object::{annotation, deleting, Ownership};
 use crate::placement::{self, Placed};
+use crate::supers::SuperId;
 
 fn namespace_resource() -> ApiResource {
     ApiResource::erase::<Namespace>(&())
@@ -30,7 +31,7 @@ impl Reconciler<'_> {
     /// this tenant's; `Some` ends the reconcile.
     pub(super) async fn ensure_namespace(
         &self,
-        i: usize,
+        i: SuperId,
         key: &Key,
         object: &Value,
         super_ns: &str,
@@ -181,7 +182,7 @@ impl Reconciler<'_> {
         let mut wrote = false;
         // A super that fails does not stop the others (nor a migration's switch).
         let mut failed = None;
-        for (i, target) in self.shared.supers.iter().enumerate() {
+        for (i, target) in self.shared.supers.iter() {
             let found = target.namespaces.get("", &super_ns);
             let action = decide::tenant_namespace(
                 keep.contains(&i),
@@ -310,7 +311,7 @@ impl Reconciler<'_> {
     }
 
     /// Removes the migration mark from super namespace `super_ns` in super `i`.
-    async fn unmark(&self, i: usize, super_ns: &str) -> Result<()> {
+    async fn unmark(&self, i: SuperId, super_ns: &str) -> Result<()> {
         let target = &self.shared.supers[i];
         let unmark = json!({"metadata": {"annotations": {ANN_MIGRATING_FROM: null}}});
         let patched = target

@@ -117,7 +117,13 @@ impl Reconciler<'_> {
     /// What the super object `object` (in super `i`'s namespace `super_ns`) was produced for:
     /// a synced object of the tenant that names it (`produced: true` references), else the
     /// tenant object whose copy is its controller owner. Never its labels or annotations.
-    fn producer(&self, key: &Key, i: usize, super_ns: &str, object: &Value) -> Option<Producer> {
+    fn producer(
+        &self,
+        key: &Key,
+        i: crate::supers::SuperId,
+        super_ns: &str,
+        object: &Value,
+    ) -> Option<Producer> {
         let policy = &self.shared.policy;
         let label = |k: &Key| {
             let Kind::Resource(idx) = k.kind else {

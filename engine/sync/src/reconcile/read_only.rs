@@ -162,35 +162,35 @@ impl Reconciler<'_> {
         doomed: &Doomed,
         why: &str,
     ) -> Result<Outcome> {
-        let key = target.key;
-        self.set_synced(key, false);
-        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
-        self.tenant
-            .writer
-            .delete(target.api, namespace, name, (&doomed.uid, &doomed.version))
-            .await?;
-        target.cache.forget(namespace, name);
-        self.tenant.ledger().forget(key);
-        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "deleted the copy of {why}");
+        self.set_synced(target.key, false);
+        self.delete_read_only(target, doomed).await?;
+        self.tenant.ledger().forget(target.key);
+        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(target.key), "deleted the copy of {why}");
         Ok(Outcome::wrote(true))
     }
 
-    /// Deletes a copy that cannot change in place, to be made anew by the next reconcile.
+    /// Deletes a copy that cannot change in place (`e`), to be made anew by the next
+    /// reconcile.
     async fn remake(
         &self,
         target: &Target<'_>,
         doomed: &Doomed,
         e: &crate::write::Error,
     ) -> Result<Outcome> {
-        let key = target.key;
-        let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
+        self.delete_read_only(target, doomed).await?;
+        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(target.key), "a copy cannot change in place ({e}); it is made anew");
+        Ok(Outcome::again(LOOK_AGAIN))
+    }
+
+    /// Deletes the copy `doomed` of `target` (on its uid and resourceVersion) and forgets it.
+    async fn delete_read_only(&self, target: &Target<'_>, doomed: &Doomed) -> Result<()> {
+        let (namespace, name) = (target.key.namespace.as_str(), target.key.name.as_str());
         self.tenant
             .writer
             .delete(target.api, namespace, name, (&doomed.uid, &doomed.version))
             .await?;
         target.cache.forget(namespace, name);
-        tracing::info!(tenant = %self.tenant.name, object = %self.shared.describe(key), "a copy cannot change in place ({e}); it is made anew");
-        Ok(Outcome::again(LOOK_AGAIN))
+        Ok(())
     }
 
     /// A read-only copy left as it is: in sync if one is wanted.

@@ -28,6 +28,7 @@ use crate::key::Key;
 use crate::ledger::Seen;
 use crate::object::{annotation, deleting, meta_str, rv, Ownership};
 use crate::placement::{self, Placed};
+use crate::supers::SuperId;
 use crate::write::Precondition;
 
 mod plan;
@@ -114,7 +115,7 @@ impl Reconciler<'_> {
         self.tenant.ledger().unsettle(key);
         let object = match (start, &read.object) {
             (Start::UpOnly(at), Some(object)) => {
-                let Some(current) = read.snapshot.supers[at].copy.clone() else {
+                let Some(current) = read.snapshot.held(at).and_then(|h| h.copy.clone()) else {
                     return Ok(Outcome::default());
                 };
                 let (kind, seen) = (&read.tenant_kind, Some(read.seen));
@@ -255,7 +256,7 @@ impl Reconciler<'_> {
     ) -> Vec<Held> {
         let ledger = self.tenant.ledger();
         let mut held = Vec::with_capacity(self.shared.supers.len());
-        for (i, s) in self.shared.supers.iter().enumerate() {
+        for (i, s) in self.shared.supers.iter() {
             let cache = &s.caches[idx];
             let found = cache
                 .get_checked(&place.namespace, &place.name)
@@ -443,7 +444,7 @@ impl Reconciler<'_> {
             match self.write_at(w, placed, write).await {
                 Ok(Done::Held { current, wrote }) => {
                     applied.wrote |= wrote;
-                    applied.left[at] = Some(rv(&current).to_string());
+                    applied.left[at.0] = Some(rv(&current).to_string());
                     if at == placing.source {
                         applied.status_from = Some(current);
                     }
@@ -467,7 +468,7 @@ impl Reconciler<'_> {
                 Ok(deleted) => {
                     applied.wrote |= !deleted.is_empty();
                     for at in deleted {
-                        applied.left[at] = None;
+                        applied.left[at.0] = None;
                     }
                 }
                 Err(e) => {
@@ -512,11 +513,13 @@ impl Reconciler<'_> {
     async fn write_one(
         &self,
         w: &Writing<'_>,
-        (at, api): (usize, &ApiResource),
+        (at, api): (SuperId, &ApiResource),
         mut step: CopyWrite,
     ) -> Result<Done> {
         let target = &self.shared.supers[at];
-        let held = &w.snapshot.supers[at];
+        let Some(held) = w.snapshot.held(at) else {
+            return Ok(Done::Unserved);
+        };
         let mut read = false;
         loop {
             step = match step {
@@ -580,7 +583,7 @@ impl Reconciler<'_> {
     async fn write_copy(
         &self,
         w: &Writing<'_>,
-        (at, api): (usize, &ApiResource),
+        (at, api): (SuperId, &ApiResource),
         body: &Value,
     ) -> Result<Arc<Value>> {
         // A create is a POST, the super API server's cheapest write: 1.16x the super's CPU of
@@ -633,7 +636,7 @@ impl Reconciler<'_> {
         idx: usize,
         place: &Place,
         deletes: &[Delete],
-    ) -> Result<Vec<usize>> {
+    ) -> Result<Vec<SuperId>> {
         let mut deleted = Vec::new();
         for delete in deletes {
             if self.delete_copy(key, idx, place, delete).await? {
@@ -679,7 +682,7 @@ const NO_SUPER: std::time::Duration = std::time::Duration::from_secs(10);
 /// where they are to be, for [`Seen::copy`]: a change anywhere is a reason to look again.
 pub(super) fn versions<'a>(
     copies: impl Iterator<Item = Option<&'a str>>,
-    targets: &[usize],
+    targets: &[SuperId],
 ) -> String {
     let mut out = String::new();
     for (i, copy) in copies.enumerate() {
@@ -687,6 +690,7 @@ pub(super) fn versions<'a>(
             out.push_str(&format!("{i}:{version} "));
         }
     }
+    let targets: Vec<usize> = targets.iter().map(|t| t.0).collect();
     out.push_str(&format!("{targets:?}"));
     out
 }

@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::decide::{self, CopyWrite, Doomed};
 use crate::key::Key;
 use crate::object::{deleting, Ownership};
+use crate::supers::SuperId;
 
 /// What one super holds of a key.
 #[derive(Clone, Debug, Default)]
@@ -48,13 +49,25 @@ pub struct Snapshot {
     pub reduced: bool,
     /// A copy is wanted (the object exists, its namespace lives, a dependency is referenced).
     pub wanted: bool,
-    /// Per super, in config order.
+    /// Per super, in config order (by [`SuperId`]).
     pub supers: Vec<Held>,
     /// Where copies belong, the super status flows up from first (a migration's target after
     /// it).
-    pub targets: Vec<usize>,
+    pub targets: Vec<SuperId>,
     /// A reconcile that saw these very versions found nothing to do.
     pub settled: bool,
+}
+
+impl Snapshot {
+    /// What super `at` holds.
+    pub fn held(&self, at: SuperId) -> Option<&Held> {
+        self.supers.get(at.0)
+    }
+
+    /// What each super holds, with its id.
+    pub fn each(&self) -> impl Iterator<Item = (SuperId, &Held)> {
+        self.supers.iter().enumerate().map(|(i, h)| (SuperId(i), h))
+    }
 }
 
 /// How a reconcile starts, before anything is translated.
@@ -64,7 +77,7 @@ pub enum Start {
     Settled,
     /// Only what flows up can have changed since every copy was found holding what the
     /// reduced tenant object asks for: no translation; status flows up from this super.
-    UpOnly(usize),
+    UpOnly(SuperId),
     /// A target's copy is being deleted: look again later (nothing is read meanwhile).
     AwaitDeletion,
     /// Translate and plan; a reduced tenant object is read whole first (`read_whole`).
@@ -85,8 +98,8 @@ pub fn start(snapshot: &Snapshot) -> Start {
     if let Some(source) = held_everywhere(snapshot) {
         return Start::UpOnly(source);
     }
-    let going = |i: &usize| {
-        let held = snapshot.supers.get(*i);
+    let going = |i: &SuperId| {
+        let held = snapshot.held(*i);
         held.and_then(|h| h.copy.as_deref()).is_some_and(deleting)
     };
     if snapshot.targets.iter().any(going) {
@@ -99,13 +112,13 @@ pub fn start(snapshot: &Snapshot) -> Start {
 /// target holds a checked copy of it (this very tenant object, not being deleted) with the
 /// digest its last translation had; no other super holds one, no copy awaits a cleanup, and
 /// no migration is under way (a namespaced object has one target).
-fn held_everywhere(snapshot: &Snapshot) -> Option<usize> {
+fn held_everywhere(snapshot: &Snapshot) -> Option<SuperId> {
     let source = *snapshot.targets.first()?;
     if snapshot.namespaced && snapshot.targets.len() > 1 {
         return None;
     }
     let object_uid = snapshot.object_uid.as_deref()?;
-    for (i, held) in snapshot.supers.iter().enumerate() {
+    for (i, held) in snapshot.each() {
         match (snapshot.targets.contains(&i), held.copy.as_deref()) {
             (false, None) => {}
             (true, Some(c))
@@ -133,7 +146,7 @@ pub struct Desired<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delete {
     /// The super.
-    pub at: usize,
+    pub at: SuperId,
     /// The copy, as decided on.
     pub doomed: Doomed,
 }
@@ -142,7 +155,7 @@ pub struct Delete {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
     /// The super.
-    pub at: usize,
+    pub at: SuperId,
     /// What the copy there needs.
     pub step: CopyWrite,
 }
@@ -151,7 +164,7 @@ pub struct Write {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Placing {
     /// The super status flows up from (the first target).
-    pub source: usize,
+    pub source: SuperId,
     /// Per target that serves the kind, a migration's target first: the new copies do not
     /// wait for the old super.
     pub writes: Vec<Write>,
@@ -193,7 +206,7 @@ pub fn plan(snapshot: &Snapshot, desired: Option<Desired<'_>>) -> Plan {
     let mut complete = true;
     let mut writes = Vec::new();
     for &at in snapshot.targets.iter().rev() {
-        match snapshot.supers.get(at) {
+        match snapshot.held(at) {
             Some(held) if held.served => writes.push(Write {
                 at,
                 step: copy_write(held, desired, object_uid),
@@ -239,11 +252,9 @@ pub fn after_conflict(
 
 /// Deletes of ferry's copies in every super that serves the kind but `keep`; copies already
 /// being deleted are left to their finalizers.
-fn deletes(snapshot: &Snapshot, keep: &[usize]) -> Vec<Delete> {
+fn deletes(snapshot: &Snapshot, keep: &[SuperId]) -> Vec<Delete> {
     snapshot
-        .supers
-        .iter()
-        .enumerate()
+        .each()
         .filter(|(at, held)| held.served && !keep.contains(at))
         .filter_map(|(at, held)| {
             let doomed = decide::remove(held.copy.as_deref())?;

@@ -58,7 +58,7 @@ fn snapshot(supers: Vec<Held>, targets: &[usize]) -> Snapshot {
         reduced: false,
         wanted: true,
         supers,
-        targets: targets.to_vec(),
+        targets: targets.iter().copied().map(SuperId).collect(),
         settled: false,
     }
 }
@@ -97,12 +97,12 @@ fn a_missing_copy_is_created() {
             hash: &hash,
         }),
     ));
-    assert_eq!(placing.source, 0);
+    assert_eq!(placing.source, SuperId(0));
     assert!(placing.complete);
     assert_eq!(
         placing.writes,
         [Write {
-            at: 0,
+            at: SuperId(0),
             step: CopyWrite::Create(body.clone())
         }]
     );
@@ -157,11 +157,12 @@ fn a_migration_writes_the_new_copy_first_and_deletes_nothing() {
             hash: &hash,
         }),
     ));
-    let order: Vec<usize> = placing.writes.iter().map(|w| w.at).collect();
+    let order: Vec<usize> = placing.writes.iter().map(|w| w.at.0).collect();
     assert_eq!(order, [1, 0], "the migration's target first");
     assert_eq!(placing.writes[0].step, CopyWrite::Create(body.clone()));
     assert_eq!(
-        placing.source, 0,
+        placing.source,
+        SuperId(0),
         "status still flows from the running super"
     );
     assert!(placing.deletes.is_empty());
@@ -186,14 +187,14 @@ fn a_copy_outside_the_targets_goes_only_in_a_plan_where_every_target_serves_the_
     assert_eq!(
         placing.writes,
         [Write {
-            at: 1,
+            at: SuperId(1),
             step: CopyWrite::Create(body.clone())
         }]
     );
     assert_eq!(
         placing.deletes,
         [Delete {
-            at: 0,
+            at: SuperId(0),
             doomed: doomed("c1")
         }]
     );
@@ -302,7 +303,7 @@ fn an_unwanted_object_has_every_copy_deleted_but_those_going() {
     assert_eq!(
         plan(&s, None),
         Plan::Remove(vec![Delete {
-            at: 0,
+            at: SuperId(0),
             doomed: doomed("c1")
         }])
     );
@@ -328,7 +329,7 @@ fn an_unplaced_namespace_waits_and_a_homeless_cluster_object_leaves_every_super(
     assert_eq!(
         plan(&s, Some(d)),
         Plan::Homeless(vec![Delete {
-            at: 0,
+            at: SuperId(0),
             doomed: doomed("c1")
         }])
     );
@@ -352,7 +353,7 @@ fn a_reduced_unchanged_object_only_flows_up() {
     };
     assert_eq!(
         start(&reduced(vec![holding(Some(c.clone()), true)], &[0])),
-        Start::UpOnly(0)
+        Start::UpOnly(SuperId(0))
     );
     // Anything else: translated again, from the object read whole.
     let whole = Start::Plan { read_whole: true };
