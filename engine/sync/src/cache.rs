@@ -491,3 +491,11 @@ fn normalised(
 #[cfg(test)]
 #[path = "cache/tests.rs"]
 mod tests;
+
+impl std::ops::Index<crate::key::EntryId> for Vec<Arc<Cache>> {
+    type Output = Arc<Cache>;
+
+    fn index(&self, id: crate::key::EntryId) -> &Self::Output {
+        &self[id.0]
+    }
+}

@@ -6,7 +6,7 @@
 use ferry_core::policy::{Direction, Scope};
 use ferry_core::translate::{Reference, Translator};
 
-use crate::key::{Key, Kind};
+use crate::key::{EntryId, Key, Kind};
 use crate::object::deleting;
 use crate::state::{Shared, TenantState};
 
@@ -18,7 +18,7 @@ pub fn await_referrers(shared: &Shared, tenant: &TenantState) {
     if !shared.policy.resources.iter().any(|r| r.dependency) {
         return;
     }
-    for (idx, resource) in shared.policy.resources.iter().enumerate() {
+    for (idx, resource) in crate::key::entries(&shared.policy) {
         if resource.direction == Direction::ToSuper && !resource.dependency {
             let listed = tenant.caches[idx].keys();
             // Each key hashed as it is made: only the digests are kept.
@@ -33,7 +33,7 @@ pub fn await_referrers(shared: &Shared, tenant: &TenantState) {
 /// After a reconcile of `key` (of a non-dependency toSuper kind, cache `idx`) that did not
 /// record its references (refused, failed, ended early) while they were awaited: records what
 /// the schema rules find in the cached object (transforms run after them, so none runs).
-pub fn ensure_recorded(shared: &Shared, tenant: &TenantState, key: &Key, idx: usize) {
+pub fn ensure_recorded(shared: &Shared, tenant: &TenantState, key: &Key, idx: EntryId) {
     if !tenant.ledger().refs.awaits(key) {
         return;
     }
@@ -72,13 +72,15 @@ pub fn set(shared: &Shared, tenant: &TenantState, key: &Key, references: &[Refer
     let targets = references
         .iter()
         .filter_map(|r| {
-            let idx = policy.resources.iter().position(|p| {
-                let wanted = match r.produced {
-                    true => p.direction == Direction::Produced,
-                    false => p.dependency,
-                };
-                wanted && p.group_kind.group == r.group && p.group_kind.kind == r.kind
-            })?;
+            let idx = crate::key::entries(policy)
+                .position(|(_, p)| {
+                    let wanted = match r.produced {
+                        true => p.direction == Direction::Produced,
+                        false => p.dependency,
+                    };
+                    wanted && p.group_kind.group == r.group && p.group_kind.kind == r.kind
+                })
+                .map(EntryId)?;
             // What is produced for an object is in its own (super) namespace, or in the one
             // its reference names (a cluster-scoped referrer's namespaceField).
             let namespace = if r.produced && r.namespace.is_empty() {
@@ -124,7 +126,7 @@ fn update(shared: &Shared, tenant: &TenantState, key: &Key, targets: Vec<Key>) {
     }
     // The last awaited referrer is recorded: the dependencies that waited are decided now.
     if complete {
-        for (idx, resource) in shared.policy.resources.iter().enumerate() {
+        for (idx, resource) in crate::key::entries(&shared.policy) {
             if resource.dependency {
                 for (ns, name) in tenant.caches[idx].keys() {
                     let key = Key::new(&tenant.name, Kind::Resource(idx), &ns, &name);

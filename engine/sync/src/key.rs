@@ -8,8 +8,8 @@ use std::sync::Arc;
 /// What a key names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
-    /// An approved kind: the index of its entry in the policy.
-    Resource(usize),
+    /// An approved kind: its entry in the policy.
+    Resource(EntryId),
     /// A tenant namespace (its super namespace follows it).
     Namespace,
 }
@@ -73,7 +73,13 @@ mod tests {
     fn keys_display_as_the_tenant_names_them() {
         let tenant: Arc<str> = "team-a".into();
         assert_eq!(
-            Key::new(&tenant, Kind::Resource(0), "shop", "orders").to_string(),
+            Key::new(
+                &tenant,
+                Kind::Resource(crate::key::EntryId(0)),
+                "shop",
+                "orders"
+            )
+            .to_string(),
             "team-a/shop/orders"
         );
         assert_eq!(
@@ -91,5 +97,29 @@ pub struct SuperId(pub usize);
 impl std::fmt::Display for SuperId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "#{}", self.0)
+    }
+}
+
+/// A policy entry (an approved kind in one direction), by its place in the policy: every
+/// cache of that kind, in each cluster, stands at the same place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId(pub usize);
+
+/// Each entry of `policy` with its id.
+pub fn entries(
+    policy: &ferry_core::policy::Policy,
+) -> impl Iterator<Item = (EntryId, &ferry_core::policy::Resource)> {
+    policy
+        .resources
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (EntryId(i), r))
+}
+
+impl std::ops::Index<EntryId> for Vec<ferry_core::policy::Resource> {
+    type Output = ferry_core::policy::Resource;
+
+    fn index(&self, id: EntryId) -> &Self::Output {
+        &self[id.0]
     }
 }

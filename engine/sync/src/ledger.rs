@@ -246,7 +246,12 @@ mod tests {
     #[test]
     fn a_key_is_settled_by_what_it_saw_and_forgotten_with_its_object() {
         let mut ledger = Ledger::default();
-        let key = Key::new(&"t".into(), Kind::Resource(0), "ns", "a");
+        let key = Key::new(
+            &"t".into(),
+            Kind::Resource(crate::key::EntryId(0)),
+            "ns",
+            "a",
+        );
         let seen = Seen {
             object: "1".into(),
             copy: "0:2 [0]".into(),
@@ -282,8 +287,13 @@ mod tests {
     #[test]
     fn a_write_is_known_by_its_digest_and_version_and_its_key_alone() {
         let mut ledger = Ledger::default();
-        let key = Key::new(&"t".into(), Kind::Resource(0), "ns", "a");
-        let other = key.sibling(Kind::Resource(0), "ns", "b");
+        let key = Key::new(
+            &"t".into(),
+            Kind::Resource(crate::key::EntryId(0)),
+            "ns",
+            "a",
+        );
+        let other = key.sibling(Kind::Resource(crate::key::EntryId(0)), "ns", "b");
         let out = serde_json::json!({"metadata": {"resourceVersion": "7"}});
         ledger.record_write(&key, Part::Status, "d1", &out);
         assert!(ledger.wrote(&key, Part::Status, "d1", &out));

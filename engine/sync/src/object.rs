@@ -180,7 +180,9 @@ mod tests {
             "labels": {"ferry.dev/tenant": "team-a"},
             "annotations": {"ferry.dev/tenant-namespace": "shop", "ferry.dev/tenant-name": "orders"},
         }});
-        let key = Ownership::of(&copy).key(Kind::Resource(3), true).unwrap();
+        let key = Ownership::of(&copy)
+            .key(Kind::Resource(crate::key::EntryId(3)), true)
+            .unwrap();
         assert_eq!(key.to_string(), "team-a/shop/orders");
         // The same metadata stamped by another writer (a controller's template) is not ferry's.
         assert!(!Ownership::of(&copy).is_copy_of(&key, true));
@@ -188,7 +190,12 @@ mod tests {
             json!([{"manager": "external-secrets"}, {"manager": "ferry"}]);
         let owner = Ownership::of(&copy);
         assert!(owner.is_copy_of(&key, true));
-        let other = Key::new(&"team-b".into(), Kind::Resource(3), "shop", "orders");
+        let other = Key::new(
+            &"team-b".into(),
+            Kind::Resource(crate::key::EntryId(3)),
+            "shop",
+            "orders",
+        );
         assert!(!owner.is_copy_of(&other, true));
         let namespace = json!({"metadata": {
             "name": "team-a-shop",
@@ -205,7 +212,7 @@ mod tests {
         // Not ferry's: no key, so nothing is ever queued for it.
         let foreign = json!({"metadata": {"name": "x"}});
         assert!(Ownership::of(&foreign)
-            .key(Kind::Resource(3), true)
+            .key(Kind::Resource(crate::key::EntryId(3)), true)
             .is_none());
         assert!(Ownership::of(&foreign).owner().contains("does not own"));
     }

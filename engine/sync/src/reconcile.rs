@@ -78,7 +78,7 @@ impl<'a> Reconciler<'a> {
         match key.kind {
             Kind::Namespace => self.namespace(key).await,
             Kind::Resource(idx) => {
-                let Some(resource) = self.shared.policy.resources.get(idx) else {
+                let Some(resource) = self.shared.policy.resources.get(idx.0) else {
                     return Ok(Outcome::default());
                 };
                 match resource.direction {

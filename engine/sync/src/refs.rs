@@ -116,7 +116,12 @@ mod tests {
     use crate::key::Kind;
 
     fn key(kind: usize, name: &str) -> Key {
-        Key::new(&"a".into(), Kind::Resource(kind), "ns", name)
+        Key::new(
+            &"a".into(),
+            Kind::Resource(crate::key::EntryId(kind)),
+            "ns",
+            name,
+        )
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub fn route_super(
     object: &Value,
 ) {
     let resource = match kind {
-        Kind::Resource(idx) => policy.resources.get(idx),
+        Kind::Resource(idx) => policy.resources.get(idx.0),
         Kind::Namespace => None,
     };
     match resource {
@@ -95,7 +95,7 @@ pub fn tenant_router(
         let context = match kind {
             Kind::Namespace => true,
             Kind::Resource(idx) => {
-                policy.resources.get(idx).map(|r| r.direction) != Some(Direction::ToSuper)
+                policy.resources.get(idx.0).map(|r| r.direction) != Some(Direction::ToSuper)
             }
         };
         Arc::new(move |object: &Value| {

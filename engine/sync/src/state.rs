@@ -182,7 +182,7 @@ impl Shared {
     /// call this; the reconciler then finds drift and orphans.
     pub fn resync(&self, tenant: &TenantState) {
         let name = &tenant.name;
-        for (idx, resource) in self.policy.resources.iter().enumerate() {
+        for (idx, resource) in crate::key::entries(&self.policy) {
             let kind = Kind::Resource(idx);
             for (ns, n) in tenant.caches[idx].keys() {
                 self.queues.add_background(Key::new(name, kind, &ns, &n));

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::cache::{Cache, Labels};
 use crate::client::Clients;
+use crate::key::EntryId;
 pub use crate::key::SuperId;
 use crate::metrics::Metrics;
 use crate::queue::Queues;
@@ -205,7 +206,7 @@ impl Super {
 /// supers hold one.
 pub fn source(
     supers: &Supers,
-    idx: usize,
+    idx: EntryId,
     namespace: &str,
     name: &str,
 ) -> (Option<Arc<serde_json::Value>>, usize) {

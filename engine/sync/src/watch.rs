@@ -9,7 +9,7 @@ use kube::Client;
 use tokio::task::JoinHandle;
 
 use crate::cache::{self, Cache, Labels, OnChange, Reduce};
-use crate::key::Kind;
+use crate::key::{EntryId, Kind};
 
 /// The group/version/kind of a policy entry.
 pub fn gvk_of(resource: &Resource) -> GroupVersionKind {
@@ -22,7 +22,7 @@ pub fn gvk_of(resource: &Resource) -> GroupVersionKind {
 
 /// How the caches of `policy`'s toSuper kinds hold an object once the reconciler checked it:
 /// reduced to what flows up (type, metadata, status, super-owned fields), on both sides.
-pub fn flowing_up(policy: &Arc<Policy>) -> impl Fn(usize) -> Option<Reduce> {
+pub fn flowing_up(policy: &Arc<Policy>) -> impl Fn(EntryId) -> Option<Reduce> {
     let policy = policy.clone();
     move |idx| {
         let policy = policy.clone();
@@ -71,7 +71,7 @@ pub fn watch_all(
     policy: &Policy,
     cluster: &str,
     labels: impl Fn(&Resource) -> Labels,
-    reduce: impl Fn(usize) -> Option<Reduce>,
+    reduce: impl Fn(EntryId) -> Option<Reduce>,
     namespace_labels: Option<String>,
     on_change: impl Fn(Kind) -> OnChange,
 ) -> Watched {
@@ -94,10 +94,7 @@ pub fn watch_all(
         )));
         cache
     };
-    let caches = policy
-        .resources
-        .iter()
-        .enumerate()
+    let caches = crate::key::entries(policy)
         .map(|(idx, r)| {
             watch(
                 format!("{cluster} {}", r.group_kind),

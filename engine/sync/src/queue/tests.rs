@@ -5,7 +5,12 @@ use super::*;
 use crate::key::Kind;
 
 fn key(tenant: &str, name: &str) -> Key {
-    Key::new(&tenant.into(), Kind::Resource(0), "ns", name)
+    Key::new(
+        &tenant.into(),
+        Kind::Resource(crate::key::EntryId(0)),
+        "ns",
+        name,
+    )
 }
 
 #[tokio::test]

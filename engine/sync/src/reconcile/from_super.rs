@@ -14,7 +14,7 @@ use super::read_only::{Copying, EventOn, Plan, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::cache::Cache;
 use crate::decide::InPlace;
-use crate::key::Key;
+use crate::key::{EntryId, Key};
 use crate::metrics::labels;
 
 impl Reconciler<'_> {
@@ -22,7 +22,7 @@ impl Reconciler<'_> {
     pub(super) async fn public_copy(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         resource: &Resource,
     ) -> Result<Outcome> {
         let tenant_cache = &self.tenant.caches[idx];
@@ -130,12 +130,7 @@ impl Reconciler<'_> {
             .any(|c| c["type"] == "Established" && c["status"] == "True");
         // Instances of a kind the policy syncs down are in the caches (with ferry's own
         // copies, if the kind also comes from the super cluster); any other is listed.
-        let caches: Vec<&Arc<Cache>> = self
-            .shared
-            .policy
-            .resources
-            .iter()
-            .enumerate()
+        let caches: Vec<&Arc<Cache>> = crate::key::entries(&self.shared.policy)
             .filter(|(_, r)| r.group_kind.group == group && r.group_kind.kind == kind)
             .map(|(i, _)| &self.tenant.caches[i])
             .collect();

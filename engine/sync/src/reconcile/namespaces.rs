@@ -15,7 +15,7 @@ use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::{Cache, Phase};
 
 use crate::decide::{self, NamespaceFollow, NamespaceStep};
-use crate::key::{Key, Kind};
+use crate::key::{EntryId, Key, Kind};
 use crate::metrics::labels;
 use crate::namespace_labels;
 use crate::object::{annotation, deleting, Ownership};
@@ -403,12 +403,8 @@ impl Reconciler<'_> {
     }
 
     /// The policy entries of toSuper kinds of `scope`.
-    fn to_super_entries(&self, scope: Scope) -> impl Iterator<Item = usize> + '_ {
-        self.shared
-            .policy
-            .resources
-            .iter()
-            .enumerate()
+    fn to_super_entries(&self, scope: Scope) -> impl Iterator<Item = EntryId> + '_ {
+        crate::key::entries(&self.shared.policy)
             .filter(move |(_, r)| r.direction == Direction::ToSuper && r.scope == scope)
             .map(|(idx, _)| idx)
     }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::read_only::{Copying, EventOn, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::decide::InPlace;
-use crate::key::{Key, Kind};
+use crate::key::{EntryId, Key, Kind};
 use crate::object::{deleting, uid, Ownership};
 use crate::placement;
 
@@ -43,7 +43,7 @@ impl Reconciler<'_> {
     pub(super) async fn produced(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         resource: &Resource,
     ) -> Result<Outcome> {
         let tenant_cache = &self.tenant.caches[idx];
@@ -148,12 +148,16 @@ impl Reconciler<'_> {
             .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))?;
         let text = |k: &str| owner.get(k).and_then(Value::as_str).unwrap_or("");
         let (group, _) = split_api_version(text("apiVersion"));
-        let owner_idx = policy.resources.iter().position(|r| {
-            r.direction == Direction::ToSuper
-                && r.scope == Scope::Namespaced
-                && r.group_kind.group == group
-                && r.group_kind.kind == text("kind")
-        })?;
+        let owner_idx = policy
+            .resources
+            .iter()
+            .position(|r| {
+                r.direction == Direction::ToSuper
+                    && r.scope == Scope::Namespaced
+                    && r.group_kind.group == group
+                    && r.group_kind.kind == text("kind")
+            })
+            .map(EntryId)?;
         let copy = self.shared.supers[i].caches[owner_idx].get(super_ns, text("name"))?;
         let ownership = Ownership::of(&copy);
         let tenant_name = ownership.name?;
@@ -182,11 +186,16 @@ impl Reconciler<'_> {
             return false;
         };
         let policy = &self.shared.policy;
-        let Some(idx) = policy.resources.iter().position(|r| {
-            r.direction == Direction::ToSuper
-                && r.group_kind.group == group
-                && r.group_kind.kind == kind
-        }) else {
+        let Some(idx) = policy
+            .resources
+            .iter()
+            .position(|r| {
+                r.direction == Direction::ToSuper
+                    && r.group_kind.group == group
+                    && r.group_kind.kind == kind
+            })
+            .map(EntryId)
+        else {
             return false;
         };
         let referrer = key.sibling(Kind::Resource(idx), &key.namespace, name);

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{Reconciler, Result};
 use crate::cache::version;
-use crate::key::Key;
+use crate::key::{EntryId, Key};
 use crate::object::{deleting, label, uid};
 
 impl Reconciler<'_> {
@@ -18,7 +18,7 @@ impl Reconciler<'_> {
     /// copies); otherwise `None`, and the watch's next event brings the key back.
     pub(super) async fn whole(
         &self,
-        (key, idx, resource): (&Key, usize, &ApiResource),
+        (key, idx, resource): (&Key, EntryId, &ApiResource),
         cached: &Value,
     ) -> Result<Option<Arc<Value>>> {
         let found = self

@@ -24,7 +24,7 @@ use crate::cache::Served;
 
 use crate::decide::{self, CopyWrite, Doomed};
 use crate::deps;
-use crate::key::Key;
+use crate::key::{EntryId, Key};
 use crate::ledger::Seen;
 use crate::object::{annotation, deleting, meta_str, rv, Ownership};
 use crate::placement::{self, Placed};
@@ -69,7 +69,7 @@ enum Down {
 struct Writing<'a> {
     key: &'a Key,
     /// The policy entry (the index of its caches).
-    idx: usize,
+    idx: EntryId,
     /// The tenant object.
     object: &'a Value,
     snapshot: &'a Snapshot,
@@ -101,7 +101,7 @@ impl Reconciler<'_> {
     pub(super) async fn to_super(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         resource: &Resource,
     ) -> Result<Outcome> {
         let Some(read) = self.read_down(key, idx, resource).await else {
@@ -160,7 +160,7 @@ impl Reconciler<'_> {
     /// Reads what a toSuper reconcile of `key` acts on; `None` when there is nothing to do
     /// (the kind not served, the namespace the platform's, a dependency waiting for the
     /// objects listed at start).
-    async fn read_down(&self, key: &Key, idx: usize, resource: &Resource) -> Option<Read> {
+    async fn read_down(&self, key: &Key, idx: EntryId, resource: &Resource) -> Option<Read> {
         // Read before anything a translation reads: a change after this is seen next time.
         let context = self.shared.queues.context();
         let tenant_cache = &self.tenant.caches[idx];
@@ -232,7 +232,7 @@ impl Reconciler<'_> {
     /// Whether a dependency is referenced: unknown while objects listed at start are still
     /// to be reconciled. One nothing references yet may be theirs, so it waits (`None`: queued
     /// again once they are), its copies not even read; gone from the tenant, its copies go.
-    fn referenced(&self, key: &Key, idx: usize, resource: &Resource) -> Option<bool> {
+    fn referenced(&self, key: &Key, idx: EntryId, resource: &Resource) -> Option<bool> {
         if !resource.dependency {
             return Some(false);
         }
@@ -249,7 +249,7 @@ impl Reconciler<'_> {
     fn held(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         place: &Place,
         namespaced: bool,
         context: u64,
@@ -285,7 +285,7 @@ impl Reconciler<'_> {
     async fn translate_down(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         resource: &Resource,
         read: &Read,
         object: Option<Arc<Value>>,
@@ -324,7 +324,7 @@ impl Reconciler<'_> {
     async fn place(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         resource: &Resource,
         mut read: Read,
         (object, translated): (&Arc<Value>, Translated),
@@ -633,7 +633,7 @@ impl Reconciler<'_> {
     async fn delete_copies(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         place: &Place,
         deletes: &[Delete],
     ) -> Result<Vec<SuperId>> {
@@ -651,7 +651,7 @@ impl Reconciler<'_> {
     async fn delete_copy(
         &self,
         key: &Key,
-        idx: usize,
+        idx: EntryId,
         place: &Place,
         delete: &Delete,
     ) -> Result<bool> {

@@ -8,7 +8,12 @@ use super::*;
 use crate::key::Kind;
 
 fn key() -> Key {
-    Key::new(&"team-a".into(), Kind::Resource(0), "shop", "orders")
+    Key::new(
+        &"team-a".into(),
+        Kind::Resource(crate::key::EntryId(0)),
+        "shop",
+        "orders",
+    )
 }
 
 /// ferry's copy of team-a's shop/orders (tenant uid `tenant_uid`) with uid `uid`, applied
