@@ -118,6 +118,34 @@ impl Reconciler<'_> {
         }
     }
 
+    /// Whether a super namespace of the tenant namespace `key` would be deleted were it gone.
+    fn would_delete(&self, key: &Key, super_ns: &str) -> bool {
+        let cluster = self.tenant.cluster.get().map(String::as_str);
+        self.shared.supers.each().any(|target| {
+            let found = target.namespaces.get("", super_ns);
+            let follow = decide::tenant_namespace(
+                false,
+                found.as_deref(),
+                &self.tenant.name,
+                &key.name,
+                &serde_json::Map::new(),
+                cluster,
+            );
+            matches!(follow, NamespaceFollow::Delete(_))
+        })
+    }
+
+    /// Whether the tenant namespace `key` is gone (or going), read from the tenant's API
+    /// server.
+    async fn gone_from_tenant(&self, key: &Key) -> Result<bool> {
+        let found = self
+            .tenant
+            .writer
+            .get(&namespace_resource(), "", &key.name)
+            .await?;
+        Ok(found.as_ref().is_none_or(deleting))
+    }
+
     /// The labels the super namespace of `tenant_ns` copies.
     fn namespace_labels(&self, tenant_ns: &str) -> serde_json::Map<String, Value> {
         namespace_labels::desired(
@@ -165,6 +193,12 @@ impl Reconciler<'_> {
             return Ok(Outcome::default());
         }
         let alive = self.tenant.namespace_alive(&key.name);
+        // A super namespace (and all in it) goes only once the tenant's API server, not just
+        // its watch, says the tenant namespace is gone: a super namespace's event can arrive
+        // before the tenant namespace's.
+        if !alive && self.would_delete(key, &super_ns) && !self.gone_from_tenant(key).await? {
+            return Ok(Outcome::again(LOOK_AGAIN));
+        }
         if !alive {
             self.tenant.forget_choice(&key.name);
             // Its objects go with it, even before the namespace controller deletes them.
