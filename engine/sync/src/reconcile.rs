@@ -23,6 +23,7 @@ use crate::state::{Shared, TenantState};
 use crate::write;
 
 mod from_super;
+mod migration;
 mod namespaces;
 mod produced;
 mod read_only;
