@@ -1,7 +1,9 @@
 //! Produced objects: what a super-side controller makes in a tenant's super namespace for one
 //! of its synced objects (named by a `produced: true` reference of the object, or owned by its
 //! copy through a controller ownerReference) is copied up into the tenant namespace,
-//! read-only, and collected when the super object or the reason goes.
+//! read-only, and collected when the super object or the reason goes. Where a cluster-scoped
+//! object names the tenant namespace something is produced in, its super namespace is made
+//! first (`ensure_produced_namespaces`, called by toSuper).
 //!
 //! ```text
 //!  super object in the namespace's running super ─ producer (reference | owner) ─▶ to_tenant
@@ -220,4 +222,55 @@ impl Reconciler<'_> {
             .get(&key.namespace, &key.name)
             .filter(|o| !deleting(o))
     }
+}
+
+impl Reconciler<'_> {
+    /// Creates the super namespaces of the tenant namespaces that `references` name as
+    /// where something is produced (a cluster-scoped referrer's `namespaceField`), where each
+    /// is placed; namespaces gone or going are left alone.
+    pub(super) async fn ensure_produced_namespaces(
+        &self,
+        key: &Key,
+        object: &Value,
+        references: &[ferry_core::translate::Reference],
+    ) -> Result<ProducedNamespaces> {
+        let names = self.tenant.names();
+        let mut ready = ProducedNamespaces::Ready;
+        for r in references
+            .iter()
+            .filter(|r| r.produced && !r.namespace.is_empty())
+        {
+            let placed = self
+                .tenant
+                .namespace_alive(&r.namespace)
+                .then(|| placement::placed(self.shared, self.tenant, &r.namespace))
+                .flatten();
+            let Some(placed) = placed else {
+                ready = ProducedNamespaces::Pending;
+                continue;
+            };
+            let at = key.sibling(key.kind, &r.namespace, &key.name);
+            let super_ns = names.to_super(&r.namespace);
+            for i in placed.supers() {
+                let marks = Some(placed.annotations(i, &self.shared.supers));
+                if let Some(outcome) = self
+                    .ensure_namespace(i, &at, object, &super_ns, marks)
+                    .await?
+                {
+                    return Ok(ProducedNamespaces::Stop(outcome));
+                }
+            }
+        }
+        Ok(ready)
+    }
+}
+
+/// Whether the super namespaces a cluster-scoped object's produced references need exist.
+pub(super) enum ProducedNamespaces {
+    /// Each exists (or was created).
+    Ready,
+    /// A tenant namespace named is not known (yet): looked at again by the patrol.
+    Pending,
+    /// A namespace is being deleted or was refused: this reconcile ends so.
+    Stop(Outcome),
 }

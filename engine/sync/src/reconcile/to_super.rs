@@ -19,6 +19,7 @@ use ferry_core::translate::{Reason, Translated};
 use kube::api::ApiResource;
 use serde_json::Value;
 
+use super::produced::ProducedNamespaces;
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::Served;
 
@@ -693,55 +694,4 @@ pub(super) fn versions<'a>(
     let targets: Vec<usize> = targets.iter().map(|t| t.0).collect();
     out.push_str(&format!("{targets:?}"));
     out
-}
-
-impl Reconciler<'_> {
-    /// Creates the super namespaces of the tenant namespaces that `references` name as
-    /// where something is produced (a cluster-scoped referrer's `namespaceField`), where each
-    /// is placed; namespaces gone or going are left alone.
-    async fn ensure_produced_namespaces(
-        &self,
-        key: &Key,
-        object: &Value,
-        references: &[ferry_core::translate::Reference],
-    ) -> Result<ProducedNamespaces> {
-        let names = self.tenant.names();
-        let mut ready = ProducedNamespaces::Ready;
-        for r in references
-            .iter()
-            .filter(|r| r.produced && !r.namespace.is_empty())
-        {
-            let placed = self
-                .tenant
-                .namespace_alive(&r.namespace)
-                .then(|| placement::placed(self.shared, self.tenant, &r.namespace))
-                .flatten();
-            let Some(placed) = placed else {
-                ready = ProducedNamespaces::Pending;
-                continue;
-            };
-            let at = key.sibling(key.kind, &r.namespace, &key.name);
-            let super_ns = names.to_super(&r.namespace);
-            for i in placed.supers() {
-                let marks = Some(placed.annotations(i, &self.shared.supers));
-                if let Some(outcome) = self
-                    .ensure_namespace(i, &at, object, &super_ns, marks)
-                    .await?
-                {
-                    return Ok(ProducedNamespaces::Stop(outcome));
-                }
-            }
-        }
-        Ok(ready)
-    }
-}
-
-/// Whether the super namespaces a cluster-scoped object's produced references need exist.
-enum ProducedNamespaces {
-    /// Each exists (or was created).
-    Ready,
-    /// A tenant namespace named is not known (yet): looked at again by the patrol.
-    Pending,
-    /// A namespace is being deleted or was refused: this reconcile ends so.
-    Stop(Outcome),
 }
