@@ -24,6 +24,7 @@ const LAYERED: &str = "engine/sync";
 /// Runs every check; fails with every problem found.
 pub fn run() -> Result<()> {
     let mut problems = files_problems();
+    problems.extend(reason_problems());
     for krate in CRATES {
         let graph = imports(krate);
         if let Some(found) = cycle(&graph) {
@@ -80,6 +81,37 @@ fn files_problems() -> Vec<String> {
         }
     }
     problems
+}
+
+/// Every reason ferry gives Events is named in the user guide's page on Events and metrics:
+/// `Reason::X => "Reason"` in `translate/outcome.rs`, and the reasons `engine/sync` writes
+/// itself (`reason: "…"`).
+fn reason_problems() -> Vec<String> {
+    let read = |path: &str| std::fs::read_to_string(root().join(path)).unwrap_or_default();
+    let page = read("docs/reference/events-and-metrics.md");
+    let mut reasons: Vec<String> = read("engine/core/src/translate/outcome.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Reason::"))
+        .filter_map(|l| l.split('"').nth(1))
+        .map(str::to_string)
+        .collect();
+    for file in files("engine/sync") {
+        let text = read(&format!("engine/sync/{file}"));
+        for part in text.split("reason: \"").skip(1) {
+            reasons.extend(part.split('"').next().map(str::to_string));
+        }
+    }
+    if reasons.len() < 8 {
+        return vec![format!(
+            "tidy: found only {} Event reasons: {reasons:?}",
+            reasons.len()
+        )];
+    }
+    reasons
+        .into_iter()
+        .filter(|r| !page.contains(&format!("`{r}`")))
+        .map(|r| format!("docs/reference/events-and-metrics.md: Event reason `{r}` is not named"))
+        .collect()
 }
 
 fn root() -> PathBuf {
