@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::locate::{yaml_message, Location, Positions};
 use crate::naming::{check_tenant_set, Tenant};
-use crate::policy::load::relative;
+use crate::policy::options::relative;
 
 mod namespaces;
 mod secrets;

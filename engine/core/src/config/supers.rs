@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::Error;
 use crate::locate::Positions;
 use crate::naming::{dns_label_problem, Tenant};
-use crate::policy::load::relative;
+use crate::policy::options::relative;
 use crate::policy::LabelSelector;
 
 /// The name the single super of `super: {kubeconfig}` gets.

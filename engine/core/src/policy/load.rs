@@ -6,32 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::model::{Direction, LabelSelector, PolicyFile, Scope};
+use super::options::{relative, LoadOptions};
 use super::{Error, GroupKind, Policy, Resource, Result, DEFAULT_PUBLIC_LABEL};
 use crate::locate::{Location, Positions};
-use crate::schema::{Plan, PlanCache};
+use crate::schema::Plan;
 
 /// The only apiVersion and kind of a policy file.
 pub const API_VERSION: &str = "ferry.dev/v1alpha1";
 /// The kind of a policy file.
 pub const KIND: &str = "SyncPolicy";
-
-/// How to load.
-#[derive(Clone, Debug)]
-pub struct LoadOptions {
-    /// Refuse transforms whose bytes do not match their pin (off only for `ferry policy pin`).
-    pub verify_pins: bool,
-    /// Where compiled plans are cached.
-    pub plans: PlanCache,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            verify_pins: true,
-            plans: PlanCache::default(),
-        }
-    }
-}
 
 /// Loads a policy file or directory and verifies every transform pin.
 pub fn load(path: &Path) -> Result<Policy> {
@@ -280,29 +263,6 @@ pub fn parse_policy_text(file: &Path, text: &str) -> Result<PolicyFile> {
         at: Location::of_yaml_error(file, &e, 0),
         message: crate::locate::yaml_message(&e),
     })
-}
-
-/// `target` resolved against the policy file's directory, with `.` and `..` folded so that
-/// messages show `schemas/x.yaml` rather than `policies/../schemas/x.yaml`.
-pub fn relative(policy_file: &Path, target: &str) -> PathBuf {
-    use std::path::Component;
-    let base = policy_file.parent().unwrap_or(Path::new("."));
-    let mut out = PathBuf::new();
-    for part in base.join(target).components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                let last = out.components().next_back();
-                if matches!(last, Some(Component::Normal(_))) {
-                    out.pop();
-                } else {
-                    out.push("..");
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Whether `v` is a Kubernetes version string (`v1`, `v1beta2`, `v2alpha1`).

@@ -13,6 +13,7 @@ pub mod annotations;
 mod fields;
 pub mod load;
 pub mod model;
+pub mod options;
 pub mod pin;
 mod scripts;
 
@@ -21,8 +22,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use annotations::Annotations;
-pub use load::{load, LoadOptions};
+pub use load::load;
 pub use model::{Direction, LabelSelector, Scope, SelectorRequirement};
+pub use options::LoadOptions;
 
 use crate::locate::Location;
 use crate::naming::NameMap;

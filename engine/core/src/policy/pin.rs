@@ -59,7 +59,7 @@ pub fn pin_text(file: &Path, text: &str) -> Result<(String, Vec<PinChange>)> {
     // Edit from the last transform up, so that inserted lines do not move the ones not yet
     // edited.
     for (i, entry) in doc.spec.transforms.iter().enumerate().rev() {
-        let script = super::load::relative(file, &entry.file);
+        let script = super::options::relative(file, &entry.file);
         let bytes = crate::locate::read_file(&script).map_err(|e| Error::Read {
             at: positions.at(&format!("spec.transforms[{i}].file")),
             message: format!("transform file {}: {e}", script.display()),

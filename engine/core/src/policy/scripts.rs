@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::load::{relative, LoadOptions};
 use super::model::TransformEntry;
+use super::options::{relative, LoadOptions};
 use super::{Error, Policy, Result, Transform};
 use crate::locate::Positions;
 use crate::naming::hex;
