@@ -17,27 +17,8 @@ use crate::binding::{bind, binding, release_command, Binding};
 use crate::compare::{digest, holds, same_copy};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
+pub use crate::object::Doomed;
 use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
-
-/// An object to delete, as decided on: its uid and resourceVersion are the delete's
-/// preconditions (a changed object is decided again).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Doomed {
-    /// Its uid.
-    pub uid: String,
-    /// Its resourceVersion as decided on.
-    pub version: String,
-}
-
-impl Doomed {
-    /// `object`, to be deleted as it is.
-    pub fn of(object: &Value) -> Self {
-        Self {
-            uid: uid(object).to_string(),
-            version: rv(object).to_string(),
-        }
-    }
-}
 
 /// What ferry's copy of a tenant object in one super needs ([`to_super`], [`checked`]).
 #[derive(Clone, Debug, PartialEq)]

@@ -98,6 +98,26 @@ pub fn key_of(object: &Value) -> Option<ObjKey> {
     Some((namespace, name))
 }
 
+/// An object to delete, as decided on: its uid and resourceVersion are the delete's
+/// preconditions (a changed object is decided again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Doomed {
+    /// Its uid.
+    pub uid: String,
+    /// Its resourceVersion as decided on.
+    pub version: String,
+}
+
+impl Doomed {
+    /// `object`, to be deleted as it is.
+    pub fn of(object: &Value) -> Self {
+        Self {
+            uid: uid(object).to_string(),
+            version: rv(object).to_string(),
+        }
+    }
+}
+
 /// The ownership metadata of an object, as ferry writes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ownership<'v> {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::cache::Wire;
 use crate::metrics::{labels, Metrics};
+use crate::object::Doomed;
 
 mod fence;
 mod gate;
@@ -463,22 +464,24 @@ impl Writer {
         Ok(value(out, resource))
     }
 
-    /// Deletes an object if it still has `uid`. Gone already is success; another uid (the
+    /// Deletes the object `doomed` at `namespace`/`name` if it is still as decided on (its
+    /// uid, and its resourceVersion when known). Gone already is success; another uid (the
     /// object was replaced meanwhile) is a conflict error.
     pub async fn delete(
         &self,
         resource: &ApiResource,
         namespace: &str,
         name: &str,
-        (uid, version): (&str, &str),
+        doomed: &Doomed,
     ) -> Result<()> {
+        let (uid, version) = (&doomed.uid, &doomed.version);
         self.allowed(resource, namespace, name)?;
         // The object decided on, unchanged since: a delete sent late (a replica paused
         // mid-request) fails rather than removes a newer object.
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: Some(uid.to_string()),
-                resource_version: (!version.is_empty()).then(|| version.to_string()),
+                uid: Some(uid.clone()),
+                resource_version: (!version.is_empty()).then(|| version.clone()),
             }),
             ..DeleteParams::background()
         };

@@ -73,7 +73,7 @@ impl Reconciler<'_> {
         let planned = self
             .plan_read_only(&target, desired.as_ref(), copy, &copying)
             .await?;
-        if let Plan::Delete(_) = planned.0 {
+        if let Plan::Delete(_) = planned.plan {
             if let Some(in_use) = self.crd_in_use(resource, copy).await? {
                 self.refuse(key, copy, &in_use).await;
                 return Ok(Outcome::again(CRD_IN_USE_RECHECK));

@@ -230,12 +230,7 @@ impl Reconciler<'_> {
                     .await
                     .map(|patched| target.namespaces.remember(patched)),
                 NamespaceFollow::Delete(doomed) => writer
-                    .delete(
-                        &namespace_resource(),
-                        "",
-                        &super_ns,
-                        (&doomed.uid, &doomed.version),
-                    )
+                    .delete(&namespace_resource(), "", &super_ns, &doomed)
                     .await
                     .map(|()| {
                         tracing::info!(tenant = %self.tenant.name, namespace = %key.name, super_namespace = %super_ns, cluster = %target.name, "deleted the super namespace");

@@ -59,6 +59,13 @@ pub(super) enum Plan {
     },
 }
 
+/// A [`Plan`] and the digest of the desired copy it writes (for the ledger).
+#[derive(Debug)]
+pub(super) struct Planned {
+    pub plan: Plan,
+    pub hash: String,
+}
+
 /// The read-only copy of `key` and how it is served (`api`, held in `cache`).
 pub(super) struct Target<'a> {
     pub key: &'a Key,
@@ -79,7 +86,7 @@ impl Reconciler<'_> {
         desired: Option<&Value>,
         copy: Option<&Value>,
         copying: &Copying<'_>,
-    ) -> Result<(Plan, String)> {
+    ) -> Result<Planned> {
         let key = target.key;
         let hash = desired.map(digest).unwrap_or_default();
         let wrote = copy.is_some_and(|c| self.tenant.ledger().wrote(key, Part::Copy, &hash, c));
@@ -100,15 +107,14 @@ impl Reconciler<'_> {
                 }
             }
         };
-        Ok((plan, hash))
+        Ok(Planned { plan, hash })
     }
 
-    /// Carries `plan` out for the read-only copy `copy` of `target` (`hash`: the desired
-    /// copy's digest).
+    /// Carries a planned write out for the read-only copy `copy` of `target`.
     pub(super) async fn apply_read_only(
         &self,
         target: &Target<'_>,
-        (plan, hash): (Plan, String),
+        Planned { plan, hash }: Planned,
         copy: Option<&Value>,
         copying: &Copying<'_>,
     ) -> Result<Outcome> {
@@ -187,7 +193,7 @@ impl Reconciler<'_> {
         let (namespace, name) = (target.key.namespace.as_str(), target.key.name.as_str());
         self.tenant
             .writer
-            .delete(target.api, namespace, name, (&doomed.uid, &doomed.version))
+            .delete(target.api, namespace, name, doomed)
             .await?;
         target.cache.forget(namespace, name);
         Ok(())

@@ -23,7 +23,7 @@ use super::produced::ProducedNamespaces;
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN, WAIT_FOR_DELETION};
 use crate::cache::Served;
 
-use crate::decide::{self, CopyWrite, Doomed};
+use crate::decide::{self, CopyWrite};
 use crate::deps;
 use crate::key::{EntryId, Key};
 use crate::ledger::Seen;
@@ -660,14 +660,13 @@ impl Reconciler<'_> {
         let Some(kind) = target.caches[idx].served() else {
             return Ok(false);
         };
-        let Doomed { uid, version } = &delete.doomed;
         target
             .writer
             .delete(
                 &kind.resource,
                 &place.namespace,
                 &place.name,
-                (uid, version),
+                &delete.doomed,
             )
             .await?;
         target.caches[idx].forget(&place.namespace, &place.name);
