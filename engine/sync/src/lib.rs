@@ -15,9 +15,9 @@
 //!
 //! 1. vocabulary: key, object, compare, refs, metrics, namespace_labels
 //! 2. clusters: client, binding, cache, watch, write, queue, ledger
-//! 3. sources: public, routing, tenant_secrets, supers
+//! 3. sources: public, routing, tenant_secrets, supers, placement
 //! 4. state: state
-//! 5. decisions: decide, deps, placement
+//! 5. decisions: decide, deps
 //! 6. executors: reconcile
 //! 7. drivers: workers, tenants, leader, shard, against
 //! 8. process: run

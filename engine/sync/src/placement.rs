@@ -1,7 +1,10 @@
 //! Where a tenant namespace runs (DESIGN.md "Multiple super clusters"): read back from the
 //! supers holding its super namespace (their placement generation and migration mark, which
-//! only ferry writes), decided by `ferry_core::config::{candidates, place}` for a namespace not
-//! placed yet, and the target of a migration when its super is no longer a candidate.
+//! only ferry writes), decided by `ferry_core::config::{candidates, place}` over the supers'
+//! live labels, cordons and rules (`Supers::live`) for a namespace not placed yet (the choice
+//! kept in `choices.rs` until a super namespace exists), and the target of a migration when
+//! its super is no longer a candidate. The switch itself is carried out by
+//! `reconcile/migration.rs`.
 //!
 //! ```text
 //!  hosts (super namespaces: generation, migrating-from) ─▶ active ─┐
@@ -15,10 +18,15 @@ use ferry_core::keys::{ANN_GENERATION, ANN_MIGRATING_FROM, ANN_SUPER, RESERVED_P
 
 use serde_json::{json, Value};
 
+use crate::cache::Cache;
 use crate::cache::Phase;
 use crate::object::{annotation, deleting, Ownership};
-use crate::state::{Shared, TenantState};
 use crate::supers::{SuperId, Supers};
+
+mod choices;
+
+pub use choices::Choices;
+use ferry_core::naming::NameMap;
 
 /// Where a tenant namespace runs: `active` holds its copies and gives their status; while
 /// migrating, `target` gets every copy before the switch.
@@ -71,15 +79,26 @@ pub struct Host {
     pub migrating: bool,
 }
 
+/// What placement reads of a tenant (`TenantState::tenancy`).
+pub struct Tenancy<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its naming map.
+    pub names: NameMap,
+    /// Its namespaces (their labels place them; `ferry.dev/super` says a first choice).
+    pub namespaces: &'a Cache,
+    /// The choices made for its namespaces not placed yet.
+    pub choices: &'a Choices,
+}
+
 /// The supers holding `tenant`'s super namespace of `namespace` (config order).
-pub fn hosts(shared: &Shared, tenant: &TenantState, namespace: &str) -> Vec<Host> {
-    let super_ns = tenant.names().to_super(namespace);
-    shared
-        .supers
+pub fn hosts(supers: &Supers, tenant: &Tenancy<'_>, namespace: &str) -> Vec<Host> {
+    let super_ns = tenant.names.to_super(namespace);
+    supers
         .iter()
         .filter_map(|(index, s)| {
             let n = s.namespaces.get("", &super_ns)?;
-            if deleting(&n) || !Ownership::of(&n).is_namespace_of(&tenant.name, namespace) {
+            if deleting(&n) || !Ownership::of(&n).is_namespace_of(tenant.name, namespace) {
                 return None;
             }
             Some(Host {
@@ -113,8 +132,7 @@ pub fn running(hosts: &[Host]) -> Option<Host> {
 
 /// Where `tenant`'s namespace `namespace` runs; `None` when it is not placed and no super is
 /// a candidate (every super cordoned, or none the rules allow).
-pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<Placed> {
-    let supers = &shared.supers;
+pub fn placed(supers: &Supers, tenant: &Tenancy<'_>, namespace: &str) -> Option<Placed> {
     if supers.len() == 1 {
         return Some(Placed {
             active: SuperId(0),
@@ -123,7 +141,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
             marked: false,
         });
     }
-    let hosts = hosts(shared, tenant, namespace);
+    let hosts = hosts(supers, tenant, namespace);
     let running = running(&hosts);
     // A super not listed yet might hold the namespace: nothing is placed anew until it is.
     if running.is_none() && supers.each().any(|s| s.namespaces.phase() != Phase::Synced) {
@@ -141,7 +159,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect();
     let live = supers.live();
-    let candidates: Vec<SuperId> = candidates(&live.configs, &live.rules, &tenant.name, &labels)
+    let candidates: Vec<SuperId> = candidates(&live.configs, &live.rules, tenant.name, &labels)
         .into_iter()
         .map(SuperId)
         .collect();
@@ -171,11 +189,11 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
                         place(&indexes, None, &placed).map(SuperId)
                     })
                 };
-                match tenant.chosen(namespace, fresh) {
+                match tenant.choices.chosen(namespace, fresh) {
                     Some(c) if candidates.contains(&c) => Some(c),
                     Some(_) => {
-                        tenant.forget_choice(namespace);
-                        tenant.chosen(namespace, fresh)
+                        tenant.choices.forget(namespace);
+                        tenant.choices.chosen(namespace, fresh)
                     }
                     None => None,
                 }
@@ -185,7 +203,7 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
     let target = target?;
     let active = active.unwrap_or(target);
     if active == target && hosts.iter().any(|h| h.index == active) {
-        tenant.forget_choice(namespace);
+        tenant.choices.forget(namespace);
     }
     Some(Placed {
         active,
@@ -197,18 +215,17 @@ pub fn placed(shared: &Shared, tenant: &TenantState, namespace: &str) -> Option<
 
 /// The supers a cluster-scoped copy of `tenant`'s goes to: every super holding one of its
 /// namespaces (the only one, with a single super). The first is where status comes from.
-pub fn hosting(shared: &Shared, tenant: &TenantState) -> Vec<SuperId> {
-    if shared.supers.len() == 1 {
+pub fn hosting(supers: &Supers, tenant: &str) -> Vec<SuperId> {
+    if supers.len() == 1 {
         return vec![SuperId(0)];
     }
-    shared
-        .supers
+    supers
         .iter()
         .filter(|(_, s)| {
             s.namespaces
                 .values()
                 .iter()
-                .any(|n| !deleting(n) && Ownership::of(n).tenant == Some(&*tenant.name))
+                .any(|n| !deleting(n) && Ownership::of(n).tenant == Some(tenant))
         })
         .map(|(i, _)| i)
         .collect()

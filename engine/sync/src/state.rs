@@ -29,6 +29,7 @@ use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::object::{deleting, key_of, Ownership};
+use crate::placement::{Choices, Tenancy};
 use crate::public::Catalog;
 use crate::queue::Queues;
 use crate::routing::tenant_router;
@@ -280,9 +281,8 @@ pub struct TenantState {
     pub recorder: Recorder,
     names: RwLock<NameMap>,
     ledger: Mutex<Ledger>,
-    /// Supers chosen for tenant namespaces before their super namespaces exist (placement
-    /// is read back from where they exist; this keeps one choice until then).
-    chosen: Mutex<BTreeMap<String, crate::supers::SuperId>>,
+    /// Supers chosen for tenant namespaces before their super namespaces exist.
+    pub choices: Choices,
     /// When the tenant was primed (its queue opened).
     primed_at: std::sync::OnceLock<std::time::Instant>,
     /// The uid of the tenant cluster's kube-system namespace: which cluster it is.
@@ -357,7 +357,7 @@ impl TenantState {
             namespaces: watched.namespaces,
             recorder,
             ledger: Mutex::default(),
-            chosen: Mutex::default(),
+            choices: Choices::default(),
             primed_at: Default::default(),
             cluster: Default::default(),
             refused: Mutex::default(),
@@ -385,28 +385,14 @@ impl TenantState {
         }
     }
 
-    /// The super chosen for tenant namespace `namespace` while its super namespace does not
-    /// exist yet: `choose` picks one the first time.
-    pub fn chosen(
-        &self,
-        namespace: &str,
-        choose: impl FnOnce() -> Option<crate::supers::SuperId>,
-    ) -> Option<crate::supers::SuperId> {
-        let mut chosen = self.chosen.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = chosen.get(namespace) {
-            return Some(*i);
+    /// What placement reads of the tenant.
+    pub fn tenancy(&self) -> Tenancy<'_> {
+        Tenancy {
+            name: &self.name,
+            names: self.names(),
+            namespaces: &self.namespaces,
+            choices: &self.choices,
         }
-        let i = choose()?;
-        chosen.insert(namespace.to_string(), i);
-        Some(i)
-    }
-
-    /// Forgets the choice for `namespace` (it no longer holds, or is no longer needed).
-    pub fn forget_choice(&self, namespace: &str) {
-        self.chosen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(namespace);
     }
 
     /// The tenant's ledger.

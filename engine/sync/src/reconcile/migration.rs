@@ -49,7 +49,11 @@ impl Reconciler<'_> {
             // and its generation is the highest. The old one goes next.
             let target = &supers[placed.target];
             self.unmark(placed.target, &super_ns).await?;
-            let now = placement::running(&placement::hosts(self.shared, self.tenant, &key.name));
+            let now = placement::running(&placement::hosts(
+                &self.shared.supers,
+                &self.tenant.tenancy(),
+                &key.name,
+            ));
             if now.map(|h| h.index) != Some(placed.target) {
                 tracing::warn!(tenant = %self.tenant.name, namespace = %key.name, "the migration's target does not take over (its generation is not the highest); looking again");
                 return Ok(Outcome::again(MIGRATION_CHECK));

@@ -197,7 +197,7 @@ impl Reconciler<'_> {
             return Ok(Outcome::again(LOOK_AGAIN));
         }
         if !alive {
-            self.tenant.forget_choice(&key.name);
+            self.tenant.choices.forget(&key.name);
             // Its objects go with it, even before the namespace controller deletes them.
             for object in self.objects_in(&key.name) {
                 self.shared.queues.add(object);
@@ -207,7 +207,7 @@ impl Reconciler<'_> {
         // Its super namespace stays where the namespace runs (and where it moves to), and goes
         // from any other super.
         let placed = alive
-            .then(|| placement::placed(self.shared, self.tenant, &key.name))
+            .then(|| placement::placed(&self.shared.supers, &self.tenant.tenancy(), &key.name))
             .flatten();
         let keep = placed.map(|p| p.supers()).unwrap_or_default();
         let mut wrote = false;

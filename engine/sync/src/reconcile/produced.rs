@@ -57,7 +57,7 @@ impl Reconciler<'_> {
         self.tenant.learn(namespace);
         let super_ns = self.tenant.names().to_super(namespace);
         // Only the super the namespace runs in (not a migration's other one) produces.
-        let hosts = placement::hosts(self.shared, self.tenant, namespace);
+        let hosts = placement::hosts(&self.shared.supers, &self.tenant.tenancy(), namespace);
         let source = placement::running(&hosts)
             .and_then(|h| {
                 let object = self.shared.supers[h.index].caches[idx].get(&super_ns, name)?;
@@ -243,7 +243,9 @@ impl Reconciler<'_> {
             let placed = self
                 .tenant
                 .namespace_alive(&r.namespace)
-                .then(|| placement::placed(self.shared, self.tenant, &r.namespace))
+                .then(|| {
+                    placement::placed(&self.shared.supers, &self.tenant.tenancy(), &r.namespace)
+                })
                 .flatten();
             let Some(placed) = placed else {
                 ready = ProducedNamespaces::Pending;

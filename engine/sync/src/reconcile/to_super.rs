@@ -196,12 +196,12 @@ impl Reconciler<'_> {
             referenced,
         );
         let placed = (wanted && namespaced)
-            .then(|| placement::placed(self.shared, self.tenant, &key.namespace))
+            .then(|| placement::placed(&self.shared.supers, &self.tenant.tenancy(), &key.namespace))
             .flatten();
         let targets = match (wanted, namespaced) {
             (false, _) => Vec::new(),
             (true, true) => placed.map(|p| p.supers()).unwrap_or_default(),
-            (true, false) => placement::hosting(self.shared, self.tenant),
+            (true, false) => placement::hosting(&self.shared.supers, &self.tenant.name),
         };
         let supers = self.held(key, idx, &place, namespaced, context);
         let seen = Seen {
@@ -350,7 +350,7 @@ impl Reconciler<'_> {
             },
         };
         if snapshot.targets.is_empty() && !snapshot.namespaced {
-            snapshot.targets = placement::hosting(self.shared, self.tenant);
+            snapshot.targets = placement::hosting(&self.shared.supers, &self.tenant.name);
         }
         let (desired, hash) = decide::stamped(translated.object);
         let desired = Desired {
