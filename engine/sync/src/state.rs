@@ -7,6 +7,7 @@
 //! ```
 
 mod busy;
+mod resync;
 
 pub use busy::{Busy, InFlight};
 
@@ -16,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ferry_core::config::{Config, NamespaceLabels, PlatformNamespaces};
 use ferry_core::naming::{NameMap, Tenant};
-use ferry_core::policy::{Direction, Policy, Scope};
+use ferry_core::policy::{Direction, Policy};
 use ferry_core::sandbox::Sandbox;
 
 use kube::runtime::events::{Recorder, Reporter};
@@ -28,7 +29,7 @@ use crate::client::Clients;
 use crate::key::{slash, Key, Kind};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::object::{deleting, key_of, Ownership};
+use crate::object::deleting;
 use crate::placement::{Choices, Tenancy};
 use crate::public::Catalog;
 use crate::queue::Queues;
@@ -176,71 +177,6 @@ impl Shared {
             Kind::Namespace => "Namespace",
         };
         format!("{kind} {}", slash(&key.namespace, &key.name))
-    }
-
-    /// Queues every key of `tenant`: its objects, ferry's copies of them, the public super
-    /// objects, its namespaces and their super namespaces. The patrol and leadership changes
-    /// call this; the reconciler then finds drift and orphans.
-    pub fn resync(&self, tenant: &TenantState) {
-        let name = &tenant.name;
-        for (idx, resource) in crate::key::entries(&self.policy) {
-            let kind = Kind::Resource(idx);
-            for (ns, n) in tenant.caches[idx].keys() {
-                self.queues.add_background(Key::new(name, kind, &ns, &n));
-            }
-            for s in self.supers.each() {
-                match resource.direction {
-                    Direction::FromSuper => {
-                        for (ns, n) in s.caches[idx].keys() {
-                            self.queues.add_background(Key::new(name, kind, &ns, &n));
-                        }
-                    }
-                    Direction::ToSuper => {
-                        // Copies name their tenant object in their metadata; only this
-                        // tenant's.
-                        let namespaced = resource.scope == Scope::Namespaced;
-                        self.resync_owned(name, &s.caches[idx], kind, namespaced);
-                    }
-                    // Produced objects in this tenant's super namespaces (known by ferry's
-                    // metadata on them, hashed names too).
-                    Direction::Produced => {
-                        let mine: BTreeMap<String, String> = s
-                            .namespaces
-                            .values()
-                            .iter()
-                            .filter_map(|n| {
-                                let key = Ownership::of(n).key(Kind::Namespace, false)?;
-                                let (super_ns, _) = key_of(n)?;
-                                (*key.tenant == **name).then_some((super_ns, key.name))
-                            })
-                            .collect();
-                        for (ns, n) in s.caches[idx].keys() {
-                            if let Some(tenant_ns) = mine.get(&ns) {
-                                self.queues
-                                    .add_background(Key::new(name, kind, tenant_ns, &n));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        for (_, n) in tenant.namespaces.keys() {
-            self.queues
-                .add_background(Key::new(name, Kind::Namespace, "", &n));
-        }
-        for s in self.supers.each() {
-            self.resync_owned(name, &s.namespaces, Kind::Namespace, false);
-        }
-    }
-
-    fn resync_owned(&self, tenant: &str, cache: &Cache, kind: Kind, namespaced: bool) {
-        // Ownership is metadata: the copies are not read whole.
-        cache.each_metadata(|object| {
-            let key = Ownership::of(object).key(kind, namespaced);
-            if let Some(key) = key.filter(|k| &*k.tenant == tenant) {
-                self.queues.add_background(key);
-            }
-        });
     }
 }
 
