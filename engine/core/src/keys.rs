@@ -1,7 +1,9 @@
 //! Every label and annotation key under `ferry.dev/`, in one place: who writes each, on what,
 //! and what reads it. ferry alone writes keys under [`RESERVED_PREFIX`] on super objects; a
 //! tenant's are stripped going down, and a transform that changes one is refused. The live
-//! engine reads the ownership keys back through `Ownership` (`engine/sync/src/object.rs`).
+//! engine reads the ownership keys back through [`Ownership`], below.
+
+use serde_json::Value;
 
 /// The prefix of every key ferry reserves.
 pub const RESERVED_PREFIX: &str = "ferry.dev/";
@@ -75,3 +77,118 @@ pub const DEFAULT_NAME_LABEL: &str = "ferry.dev/tenant-name";
 /// The one key of the map that stands, in an object read from a cluster, where ferry could not
 /// read what was sent (its value says why): keys serde_json reserves for itself.
 pub const UNREAD: &str = "ferry.dev/unread";
+
+// The one reader of the ownership keys.
+
+/// The field manager of every server-side apply ferry makes: an object ferry wrote names it
+/// in its managedFields.
+pub const FIELD_MANAGER: &str = "ferry";
+
+/// Whether `object`'s managedFields (as the caches keep them: the managers) name ferry's
+/// field manager.
+pub fn managed_by_ferry(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER))
+        })
+}
+
+/// `metadata.<field>.<key>` as a string.
+fn metadata<'v>(object: &'v Value, field: &str, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get(field)?.get(key)?.as_str()
+}
+
+/// The ownership metadata of an object, as ferry writes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ownership<'v> {
+    /// Label `ferry.dev/tenant`: the tenant a super object belongs to.
+    pub tenant: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-namespace`.
+    pub namespace: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-name`.
+    pub name: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-uid`: the tenant object a copy was made from.
+    pub uid: Option<&'v str>,
+    /// Annotation `ferry.dev/tenant-cluster` of a super namespace: the uid of kube-system in
+    /// the tenant cluster its tenant's names are bound to (`engine/sync/src/binding.rs`).
+    pub cluster: Option<&'v str>,
+    /// Label `ferry.dev/from-super=true`: a tenant's copy of a public super object.
+    pub from_super: bool,
+    /// ferry's field manager has written the object (metadata a super-side controller
+    /// stamps from a tenant's template cannot forge this).
+    pub managed: bool,
+}
+
+impl<'v> Ownership<'v> {
+    /// Reads the ownership metadata of `object`.
+    pub fn of(object: &'v Value) -> Self {
+        Self {
+            tenant: metadata(object, "labels", LABEL_TENANT),
+            namespace: metadata(object, "annotations", ANN_TENANT_NAMESPACE),
+            name: metadata(object, "annotations", ANN_TENANT_NAME),
+            uid: metadata(object, "annotations", ANN_TENANT_UID),
+            cluster: metadata(object, "annotations", ANN_TENANT_CLUSTER),
+            from_super: metadata(object, "labels", LABEL_FROM_SUPER) == Some("true"),
+            managed: managed_by_ferry(object),
+        }
+    }
+
+    /// Whether a super object is ferry's copy of `tenant`'s object `namespace`/`name` (the
+    /// namespace only when `namespaced`): ferry wrote it, and its ownership metadata names
+    /// the object.
+    pub fn names_object(
+        &self,
+        tenant: &str,
+        (namespace, name): (&str, &str),
+        namespaced: bool,
+    ) -> bool {
+        self.managed
+            && self.tenant == Some(tenant)
+            && self.name == Some(name)
+            && (!namespaced || self.namespace == Some(namespace))
+    }
+
+    /// Whether a super namespace is `tenant`'s, made for its namespace `namespace`.
+    pub fn is_namespace_of(&self, tenant: &str, namespace: &str) -> bool {
+        self.tenant == Some(tenant) && self.namespace == Some(namespace)
+    }
+
+    /// Why ferry does not write a super object that is not its copy, for refusals (which
+    /// tenants read: another tenant's name, never its namespaces or objects).
+    pub fn owner(&self) -> String {
+        match self.tenant {
+            Some(t) => format!("it belongs to tenant {t:?}"),
+            None => format!("it has no {LABEL_TENANT} label, so ferry does not own it"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_what_ferry_wrote_names_a_tenant_object() {
+        let mut copy = json!({"metadata": {
+            "name": "orders", "namespace": "team-a-shop",
+            "labels": {LABEL_TENANT: "team-a"},
+            "annotations": {ANN_TENANT_NAMESPACE: "shop", ANN_TENANT_NAME: "orders"},
+        }});
+        let named = ("shop", "orders");
+        // The same metadata stamped by another writer (a controller's template).
+        assert!(!Ownership::of(&copy).names_object("team-a", named, true));
+        copy["metadata"]["managedFields"] = json!([{"manager": FIELD_MANAGER}]);
+        let ownership = Ownership::of(&copy);
+        assert!(ownership.names_object("team-a", named, true));
+        assert!(!ownership.names_object("team-b", named, true));
+        assert!(!ownership.names_object("team-a", ("other", "orders"), true));
+        assert!(ownership.names_object("team-a", ("", "orders"), false));
+        assert!(ownership.is_namespace_of("team-a", "shop"));
+        assert!(ownership.owner().contains("team-a"));
+    }
+}

@@ -18,7 +18,7 @@ use crate::compare::{digest, holds, same_copy};
 use crate::key::{slash, Key};
 use crate::ledger::Part;
 pub use crate::object::Doomed;
-use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership};
+use crate::object::{annotation, deleting, meta_str, rv, uid, Ownership, OwnershipKey};
 
 /// What ferry's copy of a tenant object in one super needs ([`to_super`], [`checked`]).
 #[derive(Clone, Debug, PartialEq)]

@@ -1,5 +1,6 @@
 //! Reading objects as JSON: their metadata, and the ownership metadata ferry puts on what it
-//! writes, read in one place.
+//! writes (read by `ferry_core::keys::Ownership`, beside the keys; `OwnershipKey` here
+//! against the live engine's keys).
 //!
 //! ```text
 //!  super copy     label ferry.dev/tenant + annotations tenant-namespace, tenant-name, tenant-uid
@@ -7,11 +8,9 @@
 //!  tenant copy    label ferry.dev/from-super=true (of a public super object)
 //! ```
 
-use ferry_core::keys::{
-    ANN_TENANT_CLUSTER, ANN_TENANT_NAME, ANN_TENANT_NAMESPACE, ANN_TENANT_UID, LABEL_FROM_SUPER,
-    LABEL_TENANT,
-};
 use std::sync::Arc;
+
+pub use ferry_core::keys::{managed_by_ferry, Ownership, FIELD_MANAGER};
 
 use serde_json::{Map, Value};
 
@@ -35,22 +34,6 @@ pub fn uid(object: &Value) -> &str {
 /// A label's value.
 pub fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
     object.get("metadata")?.get("labels")?.get(key)?.as_str()
-}
-
-/// The field manager of every server-side apply.
-pub const FIELD_MANAGER: &str = "ferry";
-
-/// Whether `object`'s managedFields (as the caches keep them: the managers) name ferry's
-/// field manager.
-pub fn managed_by_ferry(object: &Value) -> bool {
-    object
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .is_some_and(|entries| {
-            entries
-                .iter()
-                .any(|e| e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER))
-        })
 }
 
 /// An annotation's value.
@@ -118,57 +101,22 @@ impl Doomed {
     }
 }
 
-/// The ownership metadata of an object, as ferry writes it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ownership<'v> {
-    /// Label `ferry.dev/tenant`: the tenant a super object belongs to.
-    pub tenant: Option<&'v str>,
-    /// Annotation `ferry.dev/tenant-namespace`.
-    pub namespace: Option<&'v str>,
-    /// Annotation `ferry.dev/tenant-name`.
-    pub name: Option<&'v str>,
-    /// Annotation `ferry.dev/tenant-uid`: the tenant object a copy was made from.
-    pub uid: Option<&'v str>,
-    /// Annotation `ferry.dev/tenant-cluster` of a super namespace: the uid of kube-system in
-    /// the tenant cluster its tenant's names are bound to (`binding.rs`).
-    pub cluster: Option<&'v str>,
-    /// Label `ferry.dev/from-super=true`: a tenant's copy of a public super object.
-    pub from_super: bool,
-    /// ferry's field manager has written the object (metadata a super-side controller
-    /// stamps from a tenant's template cannot forge this).
-    pub managed: bool,
-}
-
-impl<'v> Ownership<'v> {
-    /// Reads the ownership metadata of `object`.
-    pub fn of(object: &'v Value) -> Self {
-        Self {
-            tenant: label(object, LABEL_TENANT),
-            namespace: annotation(object, ANN_TENANT_NAMESPACE),
-            name: annotation(object, ANN_TENANT_NAME),
-            uid: annotation(object, ANN_TENANT_UID),
-            cluster: annotation(object, ANN_TENANT_CLUSTER),
-            from_super: label(object, LABEL_FROM_SUPER) == Some("true"),
-            managed: managed_by_ferry(object),
-        }
-    }
-
+/// [`Ownership`] against the live engine's keys.
+pub trait OwnershipKey {
     /// Whether a super object is ferry's copy of `key`'s tenant object: ferry wrote it, and
     /// its ownership metadata names the object.
-    pub fn is_copy_of(&self, key: &Key, namespaced: bool) -> bool {
-        self.managed
-            && self.tenant == Some(&*key.tenant)
-            && self.name == Some(key.name.as_str())
-            && (!namespaced || self.namespace == Some(key.namespace.as_str()))
-    }
-
-    /// Whether a super namespace is `tenant`'s, made for its namespace `namespace`.
-    pub fn is_namespace_of(&self, tenant: &str, namespace: &str) -> bool {
-        self.tenant == Some(tenant) && self.namespace == Some(namespace)
-    }
-
+    fn is_copy_of(&self, key: &Key, namespaced: bool) -> bool;
     /// The key of the tenant object a super object (copy or namespace) was made for.
-    pub fn key(&self, kind: Kind, namespaced: bool) -> Option<Key> {
+    fn key(&self, kind: Kind, namespaced: bool) -> Option<Key>;
+}
+
+impl OwnershipKey for Ownership<'_> {
+    fn is_copy_of(&self, key: &Key, namespaced: bool) -> bool {
+        let named = (key.namespace.as_str(), key.name.as_str());
+        self.names_object(&key.tenant, named, namespaced)
+    }
+
+    fn key(&self, kind: Kind, namespaced: bool) -> Option<Key> {
         let tenant: Arc<str> = self.tenant?.into();
         let (namespace, name) = match kind {
             Kind::Namespace => ("", self.namespace?),
@@ -176,15 +124,6 @@ impl<'v> Ownership<'v> {
             Kind::Resource(_) => ("", self.name?),
         };
         Some(Key::new(&tenant, kind, namespace, name))
-    }
-
-    /// Why ferry does not write a super object that is not its copy, for refusals (which
-    /// tenants read: another tenant's name, never its namespaces or objects).
-    pub fn owner(&self) -> String {
-        match self.tenant {
-            Some(t) => format!("it belongs to tenant {t:?}"),
-            None => format!("it has no {LABEL_TENANT} label, so ferry does not own it"),
-        }
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::cache::{Cache, OnChange};
 use crate::key::{Key, Kind};
-use crate::object::{key_of, Ownership};
+use crate::object::{key_of, Ownership, OwnershipKey};
 use crate::queue::Queues;
 
 /// Queues what a change of a super object means for tenants. `namespaces` is the super's

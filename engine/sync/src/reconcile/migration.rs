@@ -18,7 +18,7 @@ use super::{Outcome, Reconciler, Result, LOOK_AGAIN};
 use crate::cache::{Cache, Phase};
 use crate::key::{Key, Kind};
 use crate::metrics::labels;
-use crate::object::{annotation, deleting, Ownership};
+use crate::object::{annotation, deleting, Ownership, OwnershipKey};
 use crate::placement::{self, Placed};
 use crate::supers::SuperId;
 

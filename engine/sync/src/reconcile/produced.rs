@@ -22,7 +22,7 @@ use super::read_only::{Copying, EventOn, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::decide::InPlace;
 use crate::key::{EntryId, Key, Kind};
-use crate::object::{deleting, uid, Ownership};
+use crate::object::{deleting, uid, Ownership, OwnershipKey};
 use crate::placement;
 
 /// While a copy waits for what it was produced for to be reconciled, look again this often.

@@ -27,7 +27,7 @@ use crate::decide::{self, CopyWrite};
 use crate::deps;
 use crate::key::{EntryId, Key};
 use crate::ledger::Seen;
-use crate::object::{annotation, deleting, meta_str, rv, Ownership};
+use crate::object::{annotation, deleting, meta_str, rv, Ownership, OwnershipKey};
 use crate::placement::{self, Placed};
 use crate::supers::SuperId;
 use crate::write::Precondition;

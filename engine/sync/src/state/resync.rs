@@ -9,7 +9,7 @@ use ferry_core::policy::{Direction, Scope};
 use super::{Shared, TenantState};
 use crate::cache::Cache;
 use crate::key::{Key, Kind};
-use crate::object::{key_of, Ownership};
+use crate::object::{key_of, Ownership, OwnershipKey};
 
 impl Shared {
     /// Queues every key of `tenant`: its objects, ferry's copies of them, the public super

@@ -165,8 +165,8 @@ pub struct Write {
 pub struct Placing {
     /// The super status flows up from (the first target).
     pub source: SuperId,
-    /// Per target that serves the kind, a migration's target first: the new copies do not
-    /// wait for the old super.
+    /// Per target, a migration's target first: the new copies do not wait for the old super.
+    /// A target that does not serve the kind when the write comes is skipped.
     pub writes: Vec<Write>,
     /// Copies outside the targets, deleted only once every write succeeded; none unless
     /// every target serves the kind.
@@ -206,13 +206,15 @@ pub fn plan(snapshot: &Snapshot, desired: Option<Desired<'_>>) -> Plan {
     let mut complete = true;
     let mut writes = Vec::new();
     for &at in snapshot.targets.iter().rev() {
-        match snapshot.held(at) {
-            Some(held) if held.served => writes.push(Write {
-                at,
-                step: copy_write(held, desired, object_uid),
-            }),
-            _ => complete = false,
-        }
+        let unserved = Held::default();
+        let held = snapshot.held(at).unwrap_or(&unserved);
+        // A target that did not serve the kind when the snapshot was read may serve it by the
+        // time of the write (the applier looks again); nothing elsewhere goes in this plan.
+        complete &= held.served;
+        writes.push(Write {
+            at,
+            step: copy_write(held, desired, object_uid),
+        });
     }
     let deletes = match complete {
         true => deletes(snapshot, &snapshot.targets),

@@ -212,7 +212,8 @@ fn a_copy_outside_the_targets_goes_only_in_a_plan_where_every_target_serves_the_
             hash: &hash,
         }),
     ));
-    assert!(placing.writes.is_empty());
+    // The write is still tried (the kind may be served by then), but nothing elsewhere goes.
+    assert_eq!(placing.writes.len(), 1);
     assert!(!placing.complete);
     assert!(placing.deletes.is_empty(), "the only copy deleted");
 }
@@ -220,7 +221,8 @@ fn a_copy_outside_the_targets_goes_only_in_a_plan_where_every_target_serves_the_
 #[test]
 fn a_target_that_does_not_serve_the_kind_is_not_complete() {
     let (body, hash) = desired();
-    let s = snapshot(vec![holding(None, false), unserved()], &[0, 1]);
+    let elsewhere = holding(Some(copy("c1", "t1", &hash)), true);
+    let s = snapshot(vec![holding(None, false), unserved(), elsewhere], &[0, 1]);
     let placing = placed_by(plan(
         &s,
         Some(Desired {
@@ -228,8 +230,13 @@ fn a_target_that_does_not_serve_the_kind_is_not_complete() {
             hash: &hash,
         }),
     ));
-    assert_eq!(placing.writes.len(), 1);
+    assert_eq!(
+        placing.writes.len(),
+        2,
+        "a write tried where the kind may be served"
+    );
     assert!(!placing.complete, "settled although a target holds no copy");
+    assert!(placing.deletes.is_empty(), "a copy elsewhere deleted");
 }
 
 #[test]
