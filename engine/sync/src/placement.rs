@@ -83,8 +83,8 @@ pub struct Host {
 pub struct Tenancy<'a> {
     /// Its name.
     pub name: &'a str,
-    /// Its naming map.
-    pub names: NameMap,
+    /// Its naming map (read, not copied, where a super namespace's name is needed).
+    pub names: &'a std::sync::RwLock<NameMap>,
     /// Its namespaces (their labels place them; `ferry.dev/super` says a first choice).
     pub namespaces: &'a Cache,
     /// The choices made for its namespaces not placed yet.
@@ -93,7 +93,11 @@ pub struct Tenancy<'a> {
 
 /// The supers holding `tenant`'s super namespace of `namespace` (config order).
 pub fn hosts(supers: &Supers, tenant: &Tenancy<'_>, namespace: &str) -> Vec<Host> {
-    let super_ns = tenant.names.to_super(namespace);
+    let super_ns = tenant
+        .names
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .to_super(namespace);
     supers
         .iter()
         .filter_map(|(index, s)| {

@@ -325,7 +325,7 @@ impl TenantState {
     pub fn tenancy(&self) -> Tenancy<'_> {
         Tenancy {
             name: &self.name,
-            names: self.names(),
+            names: &self.names,
             namespaces: &self.namespaces,
             choices: &self.choices,
         }
