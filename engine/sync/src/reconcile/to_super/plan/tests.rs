@@ -77,6 +77,11 @@ fn desired() -> (Value, String) {
     }))
 }
 
+/// The placing `s` plans for the desired copy `body` (digest `hash`).
+fn placing_of(s: &Snapshot, body: &Value, hash: &str) -> Placing {
+    placed_by(plan(s, Some(Desired { body, hash })))
+}
+
 fn placed_by(plan: Plan) -> Placing {
     match plan {
         Plan::Place(placing) => placing,
@@ -95,13 +100,7 @@ fn doomed(uid: &str) -> Doomed {
 fn a_missing_copy_is_created() {
     let (body, hash) = desired();
     let s = snapshot(vec![holding(None, false)], &[0]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(placing.source, SuperId(0));
     assert!(placing.complete);
     assert_eq!(
@@ -118,13 +117,7 @@ fn a_missing_copy_is_created() {
 fn a_current_copy_is_not_written() {
     let (body, hash) = desired();
     let s = snapshot(vec![holding(Some(copy("c1", "t1", &hash)), true)], &[0]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(placing.writes[0].step, CopyWrite::Nothing);
 }
 
@@ -134,13 +127,7 @@ fn a_copy_left_stale_by_a_failed_cleanup_is_applied_again() {
     let mut held = holding(Some(copy("c1", "t1", &hash)), true);
     held.stale = true;
     let s = snapshot(vec![held], &[0]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     let CopyWrite::Apply(applied) = &placing.writes[0].step else {
         panic!("not applied again: {:?}", placing.writes)
     };
@@ -155,13 +142,7 @@ fn a_migration_writes_the_new_copy_first_and_deletes_nothing() {
         vec![holding(Some(old), true), holding(None, false)],
         &[0, 1],
     );
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     let order: Vec<usize> = placing.writes.iter().map(|w| w.at.0).collect();
     assert_eq!(order, [1, 0], "the migration's target first");
     assert_eq!(placing.writes[0].step, CopyWrite::Create(body.clone()));
@@ -182,13 +163,7 @@ fn a_copy_outside_the_targets_goes_only_in_a_plan_where_every_target_serves_the_
         vec![holding(Some(old.clone()), true), holding(None, false)],
         &[1],
     );
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(
         placing.writes,
         [Write {
@@ -205,13 +180,7 @@ fn a_copy_outside_the_targets_goes_only_in_a_plan_where_every_target_serves_the_
     );
     // Super 1 does not serve the kind (yet): no copy can exist there, so the old one stays.
     let s = snapshot(vec![holding(Some(old), true), unserved()], &[1]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     // The write is still tried (the kind may be served by then), but nothing elsewhere goes.
     assert_eq!(placing.writes.len(), 1);
     assert!(!placing.complete);
@@ -223,13 +192,7 @@ fn a_target_that_does_not_serve_the_kind_is_not_complete() {
     let (body, hash) = desired();
     let elsewhere = holding(Some(copy("c1", "t1", &hash)), true);
     let s = snapshot(vec![holding(None, false), unserved(), elsewhere], &[0, 1]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(
         placing.writes.len(),
         2,
@@ -244,24 +207,12 @@ fn a_new_tenant_object_of_the_same_name_has_the_earlier_copy_recreated() {
     let (body, hash) = desired();
     let earlier = copy("c1", "t0", &hash);
     let s = snapshot(vec![holding(Some(earlier), true)], &[0]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(placing.writes[0].step, CopyWrite::Recreate(doomed("c1")));
     // Being deleted already: awaited, never written over.
     let going = going(&copy("c1", "t1", &hash));
     let s = snapshot(vec![holding(Some(going), false)], &[0]);
-    let placing = placed_by(plan(
-        &s,
-        Some(Desired {
-            body: &body,
-            hash: &hash,
-        }),
-    ));
+    let placing = placing_of(&s, &body, &hash);
     assert_eq!(placing.writes[0].step, CopyWrite::Wait);
 }
 
