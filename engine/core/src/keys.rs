@@ -189,6 +189,9 @@ mod tests {
         assert!(!ownership.names_object("team-a", ("other", "orders"), true));
         assert!(ownership.names_object("team-a", ("", "orders"), false));
         assert!(ownership.is_namespace_of("team-a", "shop"));
+        assert!(!ownership.is_namespace_of("team-a", "prod"));
         assert!(ownership.owner().contains("team-a"));
+        let foreign = json!({"metadata": {"name": "x"}});
+        assert!(Ownership::of(&foreign).owner().contains("does not own"));
     }
 }

@@ -10,7 +10,7 @@ use ferry_core::translate::{Reason, Refusal};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
-use super::read_only::{Copying, EventOn, Plan, Target};
+use super::read_only::{Copying, EventOn, Plan, Source, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::cache::Cache;
 use crate::decide::InPlace;
@@ -56,14 +56,9 @@ impl Reconciler<'_> {
         if desired.is_some() && !namespace.is_empty() && !self.tenant.namespace_alive(namespace) {
             return Ok(Outcome::default());
         }
-        let target = Target {
-            key,
-            cache: tenant_cache,
-            api: &tenant_kind.resource,
-            what: resource.group_kind.to_string(),
-        };
+        let target = Target::new(key, tenant_cache, &tenant_kind, resource);
         let copying = Copying {
-            source: "the public super object of that name".into(),
+            source: Source::Public,
             gone: "a super object that is gone or no longer public",
             replaced: "reverted a tenant edit of a copy from the super cluster",
             refuse_on: EventOn::Found,

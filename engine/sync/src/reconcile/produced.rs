@@ -18,7 +18,7 @@ use ferry_core::schema::load::split_api_version;
 use ferry_core::translate::Reason;
 use serde_json::Value;
 
-use super::read_only::{Copying, EventOn, Target};
+use super::read_only::{Copying, EventOn, Source, Target};
 use super::{Outcome, Reconciler, Result};
 use crate::decide::InPlace;
 use crate::key::{EntryId, Key, Kind};
@@ -90,18 +90,12 @@ impl Reconciler<'_> {
         if desired.is_none() && self.awaits_producer(key, copy.as_deref()) {
             return Ok(Outcome::again(AWAIT_PRODUCER));
         }
-        let target = Target {
-            key,
-            cache: tenant_cache,
-            api: &tenant_kind.resource,
-            what: resource.group_kind.to_string(),
-        };
+        let target = Target::new(key, tenant_cache, &tenant_kind, resource);
         let copying = Copying {
-            source: format!(
-                "the {} produced in the super cluster for {}",
-                resource.group_kind,
-                producer.as_ref().map_or("it", |p| p.label.as_str())
-            ),
+            source: Source::Produced {
+                kind: &resource.group_kind,
+                producer: producer.as_ref().map(|p| p.label.as_str()),
+            },
             gone: "a produced object that is gone or no longer named or owned",
             replaced:
                 "updated a produced copy (the super object changed, or a tenant edit is reverted)",

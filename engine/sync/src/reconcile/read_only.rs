@@ -9,11 +9,12 @@
 //!  ─▶ Plan ─apply─▶ create / replace (422: decide::in_place) / delete / nothing
 //! ```
 
+use ferry_core::policy::{GroupKind, Resource};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::{Outcome, Reconciler, Result, LOOK_AGAIN};
-use crate::cache::Cache;
+use crate::cache::{Cache, Served};
 use crate::compare::digest;
 use crate::decide::{self, Checked, Doomed, InPlace, ReadOnly, Unchangeable};
 use crate::key::{slash, Key};
@@ -22,7 +23,7 @@ use crate::ledger::Part;
 /// How one direction's read-only copies differ.
 pub(super) struct Copying<'a> {
     /// What the copy is of, for a refusal of a name the tenant holds.
-    pub source: String,
+    pub source: Source<'a>,
     /// What a deleted copy was of, for the log.
     pub gone: &'static str,
     /// What a replace did, for the log.
@@ -31,6 +32,30 @@ pub(super) struct Copying<'a> {
     pub refuse_on: EventOn<'a>,
     /// A copy that cannot change in place (the API server answers 422).
     pub in_place: InPlace,
+}
+
+/// What a read-only copy is of, said only when a refusal needs it.
+pub(super) enum Source<'a> {
+    /// The public super object of the copy's name.
+    Public,
+    /// An object of `kind` produced in the super cluster for `producer` (`<group>/<Kind>/<name>`).
+    Produced {
+        kind: &'a GroupKind,
+        producer: Option<&'a str>,
+    },
+}
+
+impl std::fmt::Display for Source<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Public => f.write_str("the public super object of that name"),
+            Source::Produced { kind, producer } => write!(
+                f,
+                "the {kind} produced in the super cluster for {}",
+                producer.unwrap_or("it")
+            ),
+        }
+    }
 }
 
 /// Where the Event of a refused read-only copy goes.
@@ -71,8 +96,20 @@ pub(super) struct Target<'a> {
     pub key: &'a Key,
     pub cache: &'a Cache,
     pub api: &'a ApiResource,
-    /// `<group> <Kind>`, for messages.
-    pub what: String,
+    /// The kind, for messages.
+    pub kind: &'a GroupKind,
+}
+
+impl<'a> Target<'a> {
+    /// The copy of `key` of policy entry `resource`, served as `served`, held in `cache`.
+    pub fn new(key: &'a Key, cache: &'a Cache, served: &'a Served, resource: &'a Resource) -> Self {
+        Self {
+            key,
+            cache,
+            api: &served.resource,
+            kind: &resource.group_kind,
+        }
+    }
 }
 
 impl Reconciler<'_> {
@@ -99,8 +136,9 @@ impl Reconciler<'_> {
             ReadOnly::Check(desired) => {
                 let (namespace, name) = (key.namespace.as_str(), key.name.as_str());
                 let found = self.tenant.writer.get(target.api, namespace, name).await?;
-                let what = format!("{} {}", target.what, slash(namespace, name));
-                match decide::read_only_checked(found.as_ref(), &desired, &what, &copying.source) {
+                let what = format!("{} {}", target.kind, slash(namespace, name));
+                let source = copying.source.to_string();
+                match decide::read_only_checked(found.as_ref(), &desired, &what, &source) {
                     Checked::Create(body) => Plan::Create(body),
                     Checked::Replace(body) => Plan::Replace(body),
                     Checked::Refuse(refusal) => Plan::Refuse { refusal, found },

@@ -76,6 +76,8 @@ struct Writing<'a> {
     snapshot: &'a Snapshot,
     desired: Desired<'a>,
     place: &'a Place,
+    /// Where the tenant namespace runs (namespaced kinds).
+    placed: Option<Placed>,
 }
 
 /// How one write of a plan ended.
@@ -143,10 +145,7 @@ impl Reconciler<'_> {
             }
             Down::Absent { gone } => {
                 self.set_synced(key, false);
-                let deletes = match plan::plan(&read.snapshot, None) {
-                    Plan::Remove(deletes) => deletes,
-                    _ => Vec::new(),
-                };
+                let deletes = plan::remove(&read.snapshot);
                 let deleted = self.delete_copies(key, idx, &read.place, &deletes).await?;
                 // Nothing is left to remember of an object that is gone with its copies.
                 if gone {
@@ -203,7 +202,7 @@ impl Reconciler<'_> {
             (true, true) => placed.map(|p| p.supers()).unwrap_or_default(),
             (true, false) => placement::hosting(&self.shared.supers, &self.tenant.name),
         };
-        let supers = self.held(key, idx, &place, namespaced, context);
+        let supers = self.held(key, idx, &place, (namespaced, reduced), context);
         let seen = Seen {
             object: object.as_deref().map(rv).unwrap_or("").to_string(),
             copy: versions(supers.iter().map(|h| h.copy.as_deref().map(rv)), &targets),
@@ -252,7 +251,7 @@ impl Reconciler<'_> {
         key: &Key,
         idx: EntryId,
         place: &Place,
-        namespaced: bool,
+        (namespaced, reduced): (bool, bool),
         context: u64,
     ) -> Vec<Held> {
         let ledger = self.tenant.ledger();
@@ -266,10 +265,12 @@ impl Reconciler<'_> {
                 Some((copy, checked)) => (Some(copy), checked),
                 None => (None, false),
             };
-            let applied_current = copy
-                .as_deref()
-                .and_then(|c| annotation(c, ANN_APPLIED))
-                .is_some_and(|a| ledger.checked(key, context, a));
+            // Only a reduced object may skip its translation: nothing else asks.
+            let applied_current = reduced
+                && copy
+                    .as_deref()
+                    .and_then(|c| annotation(c, ANN_APPLIED))
+                    .is_some_and(|a| ledger.checked(key, context, a));
             held.push(Held {
                 served: cache.served().is_some(),
                 copy,
@@ -379,8 +380,9 @@ impl Reconciler<'_> {
             snapshot: &read.snapshot,
             desired,
             place: &read.place,
+            placed: read.placed,
         };
-        let applied = match self.apply(&writing, read.placed, placing).await? {
+        let applied = match self.apply(&writing, placing).await? {
             Finish::Applied(applied) => applied,
             Finish::Stop(outcome) => return Ok(outcome),
         };
@@ -422,12 +424,7 @@ impl Reconciler<'_> {
     /// Carries `placing` out: in each target, the tenant's super namespace, then the copy; a
     /// super that fails does not stop the others (the first failure is returned at the end,
     /// and the key retried). Copies elsewhere go once every target holds one.
-    async fn apply(
-        &self,
-        w: &Writing<'_>,
-        placed: Option<Placed>,
-        placing: Placing,
-    ) -> Result<Finish> {
+    async fn apply(&self, w: &Writing<'_>, placing: Placing) -> Result<Finish> {
         let mut applied = Applied {
             wrote: false,
             complete: placing.complete,
@@ -442,7 +439,7 @@ impl Reconciler<'_> {
         let mut failed = None;
         for write in placing.writes {
             let at = write.at;
-            match self.write_at(w, placed, write).await {
+            match self.write_at(w, write).await {
                 Ok(Done::Held { current, wrote }) => {
                     applied.wrote |= wrote;
                     applied.left[at.0] = Some(rv(&current).to_string());
@@ -486,18 +483,13 @@ impl Reconciler<'_> {
     /// One write of a plan in super `write.at`: the tenant's super namespace there first (for
     /// a namespaced kind; a placed kind's too, as it records which super runs the tenant
     /// namespace), then the copy.
-    async fn write_at(
-        &self,
-        w: &Writing<'_>,
-        placed: Option<Placed>,
-        write: Write,
-    ) -> Result<Done> {
+    async fn write_at(&self, w: &Writing<'_>, write: Write) -> Result<Done> {
         let at = write.at;
         let Some(kind) = self.shared.supers[at].caches[w.idx].served() else {
             return Ok(Done::Unserved);
         };
         if w.snapshot.namespaced {
-            let marks = placed.map(|p| p.annotations(at, &self.shared.supers));
+            let marks = w.placed.map(|p| p.annotations(at, &self.shared.supers));
             let super_ns = self.tenant.names().to_super(&w.key.namespace);
             if let Some(outcome) = self
                 .ensure_namespace(at, w.key, w.object, &super_ns, marks)
@@ -684,13 +676,17 @@ pub(super) fn versions<'a>(
     copies: impl Iterator<Item = Option<&'a str>>,
     targets: &[SuperId],
 ) -> String {
+    use std::fmt::Write as _;
     let mut out = String::new();
     for (i, copy) in copies.enumerate() {
         if let Some(version) = copy {
-            out.push_str(&format!("{i}:{version} "));
+            let _ = write!(out, "{i}:{version} ");
         }
     }
-    let targets: Vec<usize> = targets.iter().map(|t| t.0).collect();
-    out.push_str(&format!("{targets:?}"));
+    out.push('[');
+    for (n, t) in targets.iter().enumerate() {
+        let _ = write!(out, "{}{}", if n == 0 { "" } else { ", " }, t.0);
+    }
+    out.push(']');
     out
 }

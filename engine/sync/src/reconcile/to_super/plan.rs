@@ -33,6 +33,7 @@ pub struct Held {
     pub checked: bool,
     /// The copy's `ferry.dev/applied` is the digest the tenant object was last checked
     /// against, under the current context count (nothing a translation reads changed since).
+    /// Only asked of a reduced tenant object's copies (false otherwise).
     pub applied_current: bool,
     /// The last apply there left fields it dropped: apply again.
     pub stale: bool,
@@ -194,7 +195,7 @@ pub enum Plan {
 /// wanted).
 pub fn plan(snapshot: &Snapshot, desired: Option<Desired<'_>>) -> Plan {
     let Some(desired) = desired else {
-        return Plan::Remove(deletes(snapshot, &[]));
+        return Plan::Remove(remove(snapshot));
     };
     let Some(&source) = snapshot.targets.first() else {
         return match snapshot.namespaced {
@@ -226,6 +227,11 @@ pub fn plan(snapshot: &Snapshot, desired: Option<Desired<'_>>) -> Plan {
         deletes,
         complete,
     })
+}
+
+/// The deletes of [`Plan::Remove`]: no copy is wanted, every copy goes.
+pub fn remove(snapshot: &Snapshot) -> Vec<Delete> {
+    deletes(snapshot, &[])
 }
 
 /// What ferry's copy `held` needs to hold `desired` (tenant object uid `object_uid`); a copy
