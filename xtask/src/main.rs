@@ -4,13 +4,15 @@
 //!  cargo xtask test              fmt + clippy + tidy, then unit + golden + sandbox + e2e + faults,
 //!                                then `ferry test policies`
 //!                                (starts the control planes)
-//!  cargo xtask bench [--translate]   ratios side by side, target/bench/report.json
+//!  cargo xtask bench [--translate|--sync|--shard] [--record]
+//!                                ratios side by side, target/bench/*.json, beside bench/*.json
 //!  cargo xtask demo [--keep]     live sync between local tenant and super control planes
 //!  cargo xtask image [--debug]   OCI image archive of a static ferry (no container daemon)
 //!  cargo xtask cluster up [--supers a,b] [--tenants c,d] [--audit] | down | restart NAME
 //!  cargo xtask tidy              file docs and sizes, no size allows, module layers
 //! ```
 
+mod bench;
 mod controlplane;
 mod demo;
 mod image;
@@ -26,7 +28,7 @@ fn usage() -> ! {
         "usage: cargo xtask <task>\n\n\
          tasks:\n  \
          test                           run every test (starts local control planes)\n  \
-         bench [--translate|--sync|--shard]  run benchmarks, write target/bench/*.json\n  \
+         bench [--translate|--sync|--shard] [--record]\n                                   run benchmarks, write target/bench/*.json, print them\n                                   beside the committed run (bench/*.json; --record: replace it)\n  \
          demo [--keep]                  live sync between local control planes, explained\n  \
          image [--debug]                OCI image archive of a static ferry: target/image/ferry-<version>.tar\n  \
          cluster up [--supers a,b] [--tenants c,d] [--audit]\n                                   start etcd + kube-apiservers on 127.0.0.1\n                                   (--audit: audit logs in target/clusters/audit/)\n  \
@@ -42,7 +44,7 @@ fn main() -> Result<()> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["test", rest @ ..] => test(rest),
-        ["bench", rest @ ..] => bench(rest),
+        ["bench", rest @ ..] => bench::run(rest),
         ["demo", rest @ ..] => demo::run(rest),
         ["image", rest @ ..] => image::run(rest),
         ["cluster", "up", rest @ ..] => {
@@ -88,7 +90,7 @@ fn topology(args: &[&str]) -> Result<(Vec<String>, Vec<String>)> {
     Ok((supers, tenants))
 }
 
-fn cargo(args: &[&str]) -> Result<()> {
+pub(crate) fn cargo(args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(args)
@@ -235,94 +237,6 @@ fn counts(rest: &str) -> (u64, u64) {
             .unwrap_or(0)
     };
     (count(" passed"), count(" failed"))
-}
-
-fn bench(args: &[&str]) -> Result<()> {
-    let all = args.is_empty();
-    for a in args {
-        if !matches!(*a, "--translate" | "--sync" | "--shard") {
-            bail!("bench: unknown option {a} (expected --translate, --sync or --shard)");
-        }
-    }
-    if all || args.contains(&"--translate") {
-        println!("== bench --translate (release build; ratios to serde_json in the same run)");
-        cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "translate"])?;
-        println!(
-            "report: {}",
-            controlplane::root()
-                .join("target/bench/report.json")
-                .display()
-        );
-    }
-    if all || args.contains(&"--sync") {
-        println!("== bench --sync (release build; synced over direct writes to the same super API server)");
-        // Control planes of its own: the tenants' etcd and API servers and the load generator
-        // on CPU 0, the super cluster's (with its own etcd) and ferry on CPU 1.
-        let dir = controlplane::root().join("target/clusters-bench");
-        std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
-        std::env::set_var("FERRY_PIN", "1");
-        std::env::set_var("FERRY_BENCH_FERRY_CPUS", "1");
-        controlplane::down()?;
-        controlplane::up(
-            &[controlplane::DEFAULT_SUPER.to_string()],
-            &["team-a".to_string(), "team-b".to_string()],
-            false,
-        )?;
-        cargo(&[
-            "bench",
-            "-q",
-            "-p",
-            "ferry-cli",
-            "--bench",
-            "sync",
-            "--no-run",
-        ])?;
-        let status = Command::new("taskset")
-            .args(["-c", "0"])
-            .arg(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["bench", "-q", "-p", "ferry-cli", "--bench", "sync"])
-            .current_dir(controlplane::root())
-            .status()?;
-        controlplane::down()?;
-        if !status.success() {
-            bail!("the sync benchmark failed ({status})");
-        }
-        println!(
-            "report: {}",
-            controlplane::root()
-                .join("target/bench/sync.json")
-                .display()
-        );
-    }
-    if args.contains(&"--shard") {
-        bench_shard()?;
-    }
-    Ok(())
-}
-
-/// `cargo xtask bench --shard`: control planes of its own, with audit logs.
-fn bench_shard() -> Result<()> {
-    println!(
-        "== bench --shard (release build; replicas over many tenants on the local control planes)"
-    );
-    let dir = controlplane::root().join("target/clusters-bench");
-    std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
-    controlplane::down()?;
-    controlplane::up(
-        &[controlplane::DEFAULT_SUPER.to_string()],
-        &["team-a".to_string(), "team-b".to_string()],
-        true,
-    )?;
-    let result = cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "shard"]);
-    controlplane::down()?;
-    result?;
-    println!(
-        "report: {}",
-        controlplane::root()
-            .join("target/bench/shard.json")
-            .display()
-    );
-    Ok(())
 }
 
 #[cfg(test)]

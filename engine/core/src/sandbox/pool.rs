@@ -14,9 +14,9 @@ use serde::Serialize;
 use super::protocol::{self, Hook, Response, MAX_FRAME};
 use super::{Error, Result, Script};
 
-/// The allocator settings of a worker process: freed memory unmapped at once (see where a
-/// [`Pool`] spawns one).
-const WORKER_ALLOCATOR: &str = "retain:false,dirty_decay_ms:0,muzzy_decay_ms:0";
+/// The allocator settings of a worker process: freed address space unmapped rather than kept
+/// (see where a [`Pool`] spawns one).
+const WORKER_ALLOCATOR: &str = "retain:false";
 
 /// Time a worker gets beyond `timeoutMs` before it is killed. The interpreter stops itself at
 /// `timeoutMs` between statements; this covers a native operation that cannot be interrupted.
@@ -77,6 +77,8 @@ struct Process {
     stderr: ChildStderr,
     /// Script digests this worker has compiled, so their source need not be sent again.
     known: HashSet<String>,
+    /// Its last answer said it exits ([`protocol::LAST`]).
+    retiring: bool,
 }
 
 /// The wire form of a request, borrowing from the caller.
@@ -245,7 +247,7 @@ impl Pool {
     fn take(&self) -> Result<Process> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(mut process) = idle.pop() {
-            // A worker may exit between calls (it recycles itself when it has grown).
+            // A worker may have died between calls.
             if matches!(process.child.try_wait(), Ok(None)) {
                 return Ok(process);
             }
@@ -255,13 +257,16 @@ impl Pool {
         self.spawn()
     }
 
-    fn give_back(&self, process: Process) {
+    fn give_back(&self, mut process: Process) {
+        if process.retiring {
+            let _ = process.child.wait();
+            return;
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(process);
         } else {
             drop(idle);
-            let mut process = process;
             process.kill();
         }
     }
@@ -272,8 +277,9 @@ impl Pool {
             .env_clear()
             // The engine's allocator (jemalloc, `engine/cli/src/main.rs`) keeps freed address
             // space mapped unless told otherwise. A worker's memory limit is set from its
-            // address space (`worker.rs`), so a worker gives back at once what a call freed:
-            // else each call could be allowed what earlier calls left mapped.
+            // address space (`worker.rs`): unmapped, what a call freed cannot raise the next
+            // limit, and a large call retires its worker (`LARGE_CALL`), so a call is never
+            // allowed what earlier calls left mapped.
             .env("_RJEM_MALLOC_CONF", WORKER_ALLOCATOR)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -304,6 +310,7 @@ impl Pool {
             stdout,
             stderr,
             known: HashSet::new(),
+            retiring: false,
         };
         // The worker writes one byte when it is ready to serve; only then does a call's
         // deadline start.
@@ -352,7 +359,9 @@ impl Process {
         while buf.len() < need {
             self.read_some(&mut buf, deadline)?;
             if need == 4 && buf.len() >= 4 {
-                let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                self.retiring = len & protocol::LAST != 0;
+                let len = (len & !protocol::LAST) as usize;
                 if len > MAX_FRAME {
                     return Err(Failure::Io(std::io::Error::other(format!(
                         "response frame of {len} bytes"

@@ -93,9 +93,22 @@ pub enum Response {
     },
 }
 
+/// A response frame whose length carries this bit is the worker's last: it exits once it is
+/// sent, and the engine does not take the worker again. (No frame reaches it: `MAX_FRAME`.)
+pub const LAST: u32 = 1 << 31;
+
 /// Writes one frame.
 pub fn write_frame(out: &mut impl Write, body: &[u8]) -> io::Result<()> {
     out.write_all(&frame(body)?)?;
+    out.flush()
+}
+
+/// Writes the worker's last response ([`LAST`]).
+pub fn write_last_frame(out: &mut impl Write, body: &[u8]) -> io::Result<()> {
+    let mut frame = frame(body)?;
+    let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) | LAST;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    out.write_all(&frame)?;
     out.flush()
 }
 

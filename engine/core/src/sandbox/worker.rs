@@ -23,7 +23,7 @@ use starlark::syntax::{AstModule, Dialect};
 use starlark::values::dict::DictRef;
 use starlark::PrintHandler;
 
-use super::protocol::{read_frame, write_frame, Hook, Request, Response};
+use super::protocol::{read_frame, write_frame, write_last_frame, Hook, Request, Response};
 use super::{json, Limits, MAX_OUTPUT_BYTES};
 
 /// Memory the interpreter may use beyond `maxHeapBytes` (its own structures, the converted
@@ -33,6 +33,12 @@ const INTERPRETER_ALLOWANCE: u64 = 64 << 20;
 /// A worker whose address space grew this much beyond its start is replaced after the call,
 /// so that memory retained by earlier calls cannot ratchet the limit up.
 const RECYCLE_GROWTH: u64 = 512 << 20;
+
+/// A call whose Starlark heap, or whose request, reached this size retires its worker once it
+/// has answered: what it freed is given back to the OS with the process, and the worker's
+/// allocator keeps freed memory for reuse between ordinary calls (giving it back after every
+/// call doubled the cost of a small one).
+const LARGE_CALL: u64 = 16 << 20;
 
 /// Compiled transforms a worker keeps.
 const MODULE_CACHE: u64 = 256;
@@ -201,6 +207,8 @@ struct Worker {
     start_vm: u64,
     limit_set_for: Option<u64>,
     calls_since_limit: u32,
+    /// The Starlark heap the last call used (its end is its peak: no collection runs in a call).
+    last_heap: Cell<u64>,
 }
 
 /// Serves requests on stdin until it closes. Called by `ferry __sandbox-worker`.
@@ -229,13 +237,15 @@ pub fn serve() -> io::Result<()> {
             Ok(object) => object,
             Err(response) => serde_json::to_vec(&response).map_err(io::Error::other)?,
         };
-        write_frame(&mut output, &body)?;
-        if worker.calls_since_limit == 0
-            && vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH)
+        let large = worker.last_heap.take().max(frame.len() as u64) >= LARGE_CALL;
+        if large
+            || worker.calls_since_limit == 0
+                && vm_size().is_some_and(|vm| vm > worker.start_vm + RECYCLE_GROWTH)
         {
-            // Exit cleanly; the engine starts a fresh worker on its next call.
-            return Ok(());
+            // The last answer says so; the engine starts a fresh worker on its next call.
+            return write_last_frame(&mut output, &body);
         }
+        write_frame(&mut output, &body)?;
     }
     Ok(())
 }
@@ -263,6 +273,7 @@ impl Worker {
             start_vm: vm_size().unwrap_or(0),
             limit_set_for: None,
             calls_since_limit: 0,
+            last_heap: Cell::default(),
         })
     }
 
@@ -356,10 +367,12 @@ impl Worker {
                     return failed(format!("the object cannot be given to the transform: {e}"))
                 }
             };
-            match eval.eval_function(function, &[obj, ctx], &[]) {
+            let result = match eval.eval_function(function, &[obj, ctx], &[]) {
                 Ok(out) => output(out, request.hook),
                 Err(e) => failed(describe(&e)),
-            }
+            };
+            self.last_heap.set(heap.allocated_bytes() as u64);
+            result
         })
     }
 }
