@@ -99,6 +99,23 @@ struct Spec {
     /// Which tenant namespace labels super namespaces carry (default: none).
     #[serde(default)]
     namespace_labels: Option<namespaces::NamespaceLabelsEntry>,
+    /// How ferry's writes to each super cluster are paced: `unlimited` (default) sends what
+    /// the workers have (each tenant's share of them is the limit); `adaptive` keeps that API
+    /// server's queue short with a limit on writes in flight learnt from its answers, the
+    /// tenants' writes over it served in turn.
+    #[serde(default)]
+    super_writes: Option<SuperWrites>,
+}
+
+/// How ferry's writes to a super cluster are paced (`spec.superWrites`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SuperWrites {
+    /// As many as the workers send.
+    #[default]
+    Unlimited,
+    /// A limit on writes in flight learnt from the answers' times; tenants in turn.
+    Adaptive,
 }
 
 /// A super cluster: its kubeconfig, or the pod's service account.
@@ -210,6 +227,8 @@ pub struct Config {
     pub platform_namespaces: PlatformNamespaces,
     /// Which tenant namespace labels super namespaces carry.
     pub namespace_labels: NamespaceLabels,
+    /// How writes to each super are paced.
+    pub super_writes: SuperWrites,
 }
 
 impl Config {
@@ -460,6 +479,7 @@ pub fn load(path: &Path) -> Result<Config> {
         tenant_secrets,
         platform_namespaces,
         namespace_labels,
+        super_writes: spec.super_writes.unwrap_or_default(),
     })
 }
 

@@ -4,8 +4,8 @@
 //! the configuration, policies, schemas and transforms (their tree kept, so relative paths
 //! still hold), a Secret with the static tenants' kubeconfigs, a hardened Deployment (a
 //! StatefulSet, sharded), a PodDisruptionBudget, a metrics Service and a NetworkPolicy keeping
-//! tenant workloads away from its port, a ServiceMonitor, the alerts and a dashboard; and,
-//! per tenant, what to apply there.
+//! tenant workloads away from its port, a ServiceMonitor, the alerts and a dashboard, API
+//! Priority and Fairness objects (`manifests/flow.rs`); and, per tenant, what to apply there.
 //!
 //! ```text
 //!  SyncConfig + Policy ─▶ files (common root) ─▶ ConfigMap items ─┐
@@ -32,8 +32,11 @@ pub const RUN_AS: u32 = 65532;
 const NAME: &str = "ferry";
 
 mod deployment;
+mod flow;
 mod monitoring;
 mod network;
+
+pub use flow::flow_control;
 
 pub use monitoring::{dashboard, queries, rule_groups};
 
@@ -275,6 +278,11 @@ pub fn super_cluster(
     documents.push(monitoring::service_monitor(namespace));
     documents.push(monitoring::prometheus_rule(namespace));
     documents.push(monitoring::dashboard_config_map(namespace));
+    // Fair queuing of ferry's requests by namespace (so by tenant) in the API server.
+    documents.extend(flow_control(json!({
+        "kind": "ServiceAccount",
+        "serviceAccount": {"name": NAME, "namespace": namespace},
+    })));
     if options.metrics_namespaces.is_empty() {
         warnings.push(format!(
             "no --metrics-namespace: the NetworkPolicy lets only the kubelet's probes reach port {port}; name the namespace Prometheus scrapes from"

@@ -104,6 +104,20 @@ pub struct Options {
     pub sandbox: Sandbox,
 }
 
+/// Raises the soft limit of open files to the hard one (as Go programs do at start): every
+/// watch is a connection of its own, so a process syncing many tenants of many kinds holds
+/// tens of thousands.
+fn raise_open_files() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::debug!(error = %e, "the open files limit stays where it was");
+        }
+    }
+}
+
 /// This replica's name in the Leases, Events and every request's User-Agent: `--identity`,
 /// else the pod name (`POD_NAME`, or the host name inside a pod), else hostname-pid.
 fn identity(given: Option<&str>) -> Result<String> {
@@ -318,6 +332,7 @@ async fn release_shard(
 
 /// Runs until SIGTERM or Ctrl-C.
 pub async fn run(options: Options) -> Result<()> {
+    raise_open_files();
     let config = ferry_core::config::load(&options.config)?;
     let policy = Arc::new(ferry_core::policy::load(&config.policy)?);
     placement_checks(&options, &config, &policy)?;

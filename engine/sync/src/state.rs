@@ -88,6 +88,7 @@ impl Shared {
             rules: config.placement.clone(),
         };
         let platform = Arc::new(config.platform_namespaces.clone());
+        let writes = config.super_writes;
         let supers: Vec<Super> = supers
             .into_iter()
             .map(|(config, clients)| {
@@ -100,6 +101,7 @@ impl Shared {
                     queues.clone(),
                     platform.clone(),
                 )
+                .paced(writes)
             })
             .collect();
         Arc::new(Self {

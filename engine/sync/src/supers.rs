@@ -176,6 +176,12 @@ impl Super {
         }
     }
 
+    /// The same super with its writes paced as `writes` says (`write/pace.rs`).
+    pub fn paced(mut self, writes: ferry_core::config::SuperWrites) -> Self {
+        self.writer = self.writer.clone().paced(writes);
+        self
+    }
+
     /// Which cluster it is: the uid of its kube-system namespace (read once).
     pub async fn cluster_uid(&self) -> Result<String, crate::write::Error> {
         self.uid

@@ -34,7 +34,17 @@ pub async fn work(shared: Arc<Shared>) {
         if let Some(tenant) = shared.tenant(&key.tenant) {
             // A tenant handed over (or stopping) starts no reconcile; one in flight is waited for.
             if let Some(_in_flight) = tenant.busy.enter() {
-                let result = Reconciler::new(&shared, &tenant).reconcile(&key).await;
+                let reconciling = write::Reconciling {
+                    tenant: key.tenant.clone(),
+                    since,
+                    sent: Default::default(),
+                };
+                let result = write::RECONCILING
+                    .scope(
+                        reconciling,
+                        Reconciler::new(&shared, &tenant).reconcile(&key),
+                    )
+                    .await;
                 finish(&shared, &key, since, result);
             }
         }

@@ -17,9 +17,11 @@ use crate::object::Doomed;
 
 mod fence;
 mod gate;
+pub mod pace;
 mod upgrade;
 
 pub use gate::{Fence, Gate, Sharded};
+pub use pace::Pace;
 
 pub use crate::object::FIELD_MANAGER;
 
@@ -100,7 +102,37 @@ pub struct Writer {
     /// The one exception: the copies of a placed kind (group, kind) in the operator's
     /// namespace its policy entry names (`placement.namespace`).
     placed: Arc<[(String, String, String)]>,
+    /// How many writes may be in flight, and whose goes next (a super's writer: `pace.rs`).
+    pace: Option<Arc<Pace>>,
 }
+
+tokio::task_local! {
+    /// The reconcile a task is doing, for what its writes say of it: whose write waits in
+    /// which line (`pace.rs`), and ferry's own time from the change to its first write sent
+    /// (`ferry_own_seconds`).
+    pub static RECONCILING: Reconciling;
+}
+
+/// See [`RECONCILING`].
+pub struct Reconciling {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// When the change was queued.
+    pub since: Instant,
+    /// Whether a write was sent already.
+    pub sent: std::cell::Cell<bool>,
+}
+
+/// Whether a request got an answer (an error the API server sent counts).
+fn is_answer<T>(result: &kube::Result<T>) -> bool {
+    matches!(
+        result,
+        Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_)
+    )
+}
+
+/// Writes in flight to a super before its answers teach the pace more (`write/pace.rs`).
+const INITIAL_LIMIT: usize = 4;
 
 /// Whether a cluster answers.
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,7 +176,18 @@ impl Writer {
             reach: Arc::default(),
             platform: None,
             placed: Arc::new([]),
+            pace: None,
         }
+    }
+
+    /// The same writer with its writes paced (`pace.rs`).
+    pub fn paced(mut self, pacing: ferry_core::config::SuperWrites) -> Self {
+        use ferry_core::config::SuperWrites;
+        self.pace = match pacing {
+            SuperWrites::Adaptive => Some(Pace::new(INITIAL_LIMIT)),
+            SuperWrites::Unlimited => None,
+        };
+        self
     }
 
     fn api(&self, resource: &ApiResource, namespace: &str) -> Api<DynamicObject> {
@@ -195,11 +238,46 @@ impl Writer {
         }
     }
 
+    /// What write `request` gives: sent when the pace has a place for it (and, having waited
+    /// for one, when this replica may still write: `write/gate.rs` is checked last before a
+    /// request), timed from the change it follows (the first write of a reconcile,
+    /// `ferry_own_seconds`), then as [`Writer::asked`].
+    async fn answered<T>(
+        &self,
+        request: impl std::future::Future<Output = kube::Result<T>>,
+    ) -> Result<T> {
+        let permit = match &self.pace {
+            Some(pace) => {
+                let tenant = RECONCILING
+                    .try_with(|r| r.tenant.clone())
+                    .unwrap_or_else(|_| Arc::from(""));
+                let permit = pace.permit(&tenant).await;
+                self.gate.check()?;
+                Some(permit)
+            }
+            None => None,
+        };
+        let _ = RECONCILING.try_with(|r| {
+            if !r.sent.replace(true) {
+                self.metrics.own.observe(r.since.elapsed().as_secs_f64());
+            }
+        });
+        let result = self.asked(request).await;
+        if let (Some(permit), Some(pace)) = (&permit, &self.pace) {
+            permit.answered(is_answer(&result));
+            self.metrics
+                .write_limit
+                .get_or_create(&labels(&[("cluster", &self.cluster)]))
+                .set(pace.limit() as i64);
+        }
+        Ok(result?)
+    }
+
     /// What `request` gives, noting whether the cluster answered at all and how long it took
     /// (`ferry_request_seconds`). An answer that cannot be read (an object nested past the
     /// parser's limit, say) is an answer: that request fails, and the cluster's other
     /// requests go on.
-    async fn answered<T>(
+    async fn asked<T>(
         &self,
         request: impl std::future::Future<Output = kube::Result<T>>,
     ) -> kube::Result<T> {
@@ -209,28 +287,22 @@ impl Writer {
             .requests
             .get_or_create(&labels(&[("cluster", &self.cluster)]))
             .observe(sent.elapsed().as_secs_f64());
-        let answered = matches!(
-            &result,
-            Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_)
-        );
+        let answered = is_answer(&result);
         self.metrics
             .reachable
             .get_or_create(&labels(&[("cluster", &self.cluster)]))
             .set(i64::from(answered));
         let mut reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
-        match &result {
-            Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) | Ok(_) => {
-                if !matches!(*reach, Reach::Answering) {
-                    tracing::info!(cluster = %self.cluster, "answering again");
-                }
-                *reach = Reach::Answering;
+        if answered {
+            if !matches!(*reach, Reach::Answering) {
+                tracing::info!(cluster = %self.cluster, "answering again");
             }
-            Err(e) => {
-                if matches!(*reach, Reach::Answering) {
-                    tracing::warn!(cluster = %self.cluster, error = %e, "no answer; requests to this cluster pause for {}s, then one at a time until it answers", UNREACHABLE_FOR.as_secs());
-                }
-                *reach = Reach::Silent(Instant::now() + UNREACHABLE_FOR);
+            *reach = Reach::Answering;
+        } else if let Err(e) = &result {
+            if matches!(*reach, Reach::Answering) {
+                tracing::warn!(cluster = %self.cluster, error = %e, "no answer; requests to this cluster pause for {}s, then one at a time until it answers", UNREACHABLE_FOR.as_secs());
             }
+            *reach = Reach::Silent(Instant::now() + UNREACHABLE_FOR);
         }
         result
     }
@@ -256,7 +328,7 @@ impl Writer {
         // Parsed as the caches parse a watch (`cache/wire.rs`): an object nested too deep to
         // read whole is read as the watch holds it, and refused, not retried.
         let api = self.api_of::<Wire>(resource, namespace);
-        let found = self.answered(api.get_opt(name)).await?;
+        let found = self.asked(api.get_opt(name)).await?;
         Ok(found.map(|o| o.into_value(resource)))
     }
 
@@ -264,7 +336,7 @@ impl Writer {
     pub async fn cluster_uid(&self) -> Result<String> {
         self.reachable()?;
         let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone());
-        let ns = self.answered(api.get("kube-system")).await?;
+        let ns = self.asked(api.get("kube-system")).await?;
         Ok(ns.metadata.uid.unwrap_or_default())
     }
 
@@ -273,7 +345,7 @@ impl Writer {
         self.reachable()?;
         let params = kube::api::ListParams::default().limit(1);
         let list = self
-            .answered(self.api(resource, "").list_metadata(&params))
+            .asked(self.api(resource, "").list_metadata(&params))
             .await?;
         Ok(!list.items.is_empty())
     }
@@ -333,7 +405,7 @@ impl Writer {
                 &Patch::<()>::Json(patch),
             ))
             .await
-            .map_err(|e| Error::Cleanup(Box::new(e.into())))?;
+            .map_err(|e| Error::Cleanup(Box::new(e)))?;
         self.count(
             "patch",
             format_args!("{} {namespace}/{name}", resource.kind),
@@ -496,8 +568,8 @@ impl Writer {
                 );
                 Ok(())
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(Error::Api(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

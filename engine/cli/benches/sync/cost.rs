@@ -191,3 +191,64 @@ impl Within {
 pub fn share_over(ms: &[f64], limit: f64) -> f64 {
     100.0 * ms.iter().filter(|x| **x > limit).count() as f64 / ms.len().max(1) as f64
 }
+
+/// Every bucket of one of ferry's histograms without labels (`le` bound, cumulative count),
+/// for its quantiles over a phase.
+#[derive(Clone, Default)]
+pub struct Buckets(Vec<(f64, f64)>);
+
+impl Buckets {
+    /// `metric`'s buckets now (`ferry_own_seconds`, say).
+    pub async fn read(ferry: &ferry_testkit::live::Ferry, metric: &str) -> Result<Self> {
+        let (_, body) = ferry.get("/metrics").await?;
+        let prefix = format!("{metric}_bucket{{le=\"");
+        let mut buckets: Vec<(f64, f64)> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (le, rest) = rest.split_once('"')?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((le, rest.rsplit_once(' ')?.1.parse().ok()?))
+            })
+            .collect();
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Ok(Self(buckets))
+    }
+
+    pub fn since(self, before: &Self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|(le, n)| {
+                    let then = before.0.iter().find(|(b, _)| b == le).map_or(0.0, |b| b.1);
+                    (*le, n - then)
+                })
+                .collect(),
+        )
+    }
+
+    /// How many observations there were.
+    pub fn count(&self) -> f64 {
+        self.0.last().map_or(0.0, |b| b.1)
+    }
+
+    /// The `q` quantile, linear within its bucket (as Prometheus' `histogram_quantile`).
+    pub fn quantile(&self, q: f64) -> f64 {
+        let target = q * self.count();
+        let mut lower = (0.0, 0.0);
+        for &(le, n) in &self.0 {
+            if n >= target && n > lower.1 {
+                if le.is_infinite() {
+                    return lower.0;
+                }
+                return lower.0 + (le - lower.0) * (target - lower.1) / (n - lower.1);
+            }
+            lower = (le, n);
+        }
+        lower.0
+    }
+}

@@ -1,9 +1,10 @@
 //! The fairness measurement: a quiet tenant's creates alone and while a noisy one creates as
-//! fast as it can, through ferry and on the super API server alone.
+//! fast as it can, through ferry and on the super API server alone; and the noisy tenant's
+//! synced rate alone and beside the quiet one.
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ferry_testkit::fresh_namespace;
 use ferry_testkit::live::Ferry;
 use kube::Client;
@@ -24,8 +25,9 @@ pub const QUIET_RATE: u64 = 10;
 /// tenant `a` creates `NOISY_OBJECTS` as fast as it can; from the tenant API server's answer,
 /// since both tenants' API servers share one core with the load generator, and the noisy
 /// tenant's burst slows the quiet tenant's own API server, which is not ferry's doing. Each
-/// with where its time went ([`Quiet`]).
-pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Result<(Quiet, Quiet)> {
+/// with where its time went ([`Quiet`]). Beside them, the noisy tenant's synced creates per
+/// second alone and while the quiet tenant creates (what fairness costs it).
+pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Result<Fairness> {
     let quiet = || async {
         let ns = fresh_namespace(b, "bench-quiet").await?;
         let target = format!("team-b-{ns}");
@@ -39,7 +41,59 @@ pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Resu
             super_requests,
         })
     };
-    quiet_while(quiet, a, CONCURRENCY).await
+    // A ferry just started (and a super just started) answers its first creates slower: the
+    // quiet tenant's first series warms both and is not counted.
+    quiet().await?;
+    let alone = noisy_synced(a, s, None::<fn() -> std::future::Ready<Result<()>>>).await?;
+    let ((idle, loaded), with_quiet) = quiet_while(quiet, a, CONCURRENCY, Some(s)).await?;
+    Ok(Fairness {
+        idle,
+        loaded,
+        noisy_alone: alone.0,
+        noisy_with_quiet: with_quiet.unwrap_or(0.0),
+    })
+}
+
+/// What [`fairness`] measured.
+pub struct Fairness {
+    pub idle: Quiet,
+    pub loaded: Quiet,
+    /// The noisy tenant's synced creates per second alone, and while the quiet one creates.
+    pub noisy_alone: f64,
+    pub noisy_with_quiet: f64,
+}
+
+/// The noisy tenant's `NOISY_OBJECTS` creates, as fast as it can, synced: creates per second
+/// until every copy is visible in the super cluster, and what `beside` gave meanwhile (run
+/// once the burst is under way).
+async fn noisy_synced<F, T>(
+    a: &Client,
+    s: &Client,
+    beside: Option<impl FnOnce() -> F>,
+) -> Result<(f64, Option<T>)>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let ns = fresh_namespace(a, "bench-noisy").await?;
+    let (seen, task) = crate::load::watch(s, &format!("team-a-{ns}"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let burst = {
+        let a = a.clone();
+        tokio::spawn(async move { burst_of(&a, &ns, (NOISY_OBJECTS, CONCURRENCY), database).await })
+    };
+    let besides = match beside {
+        Some(f) => {
+            // Let the noisy tenant's queue fill first.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Some(f().await?)
+        }
+        None => None,
+    };
+    let start = burst.await??;
+    let end = crate::load::wait_all(&seen, NOISY_OBJECTS).await?;
+    task.abort();
+    let rate = NOISY_OBJECTS as f64 / end.duration_since(start).as_secs_f64();
+    Ok((rate, besides))
 }
 
 /// The quiet tenant's series in the fairness measurement: the p99s of its creates' latency
@@ -64,22 +118,30 @@ pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)>
         let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
         anyhow::Ok(percentile(ms, 0.99))
     };
-    quiet_while(quiet, s, in_flight).await
+    Ok(quiet_while(quiet, s, in_flight, None).await?.0)
 }
 
 /// The quiet tenant's creates and their rate.
 const QUIET: (usize, u64) = (QUIET_OBJECTS, QUIET_RATE);
 
-/// `quiet`'s p99 alone, then while `noisy` creates `NOISY_OBJECTS` with `in_flight` at once.
+/// `quiet`'s p99 alone, then while `noisy` creates `NOISY_OBJECTS` with `in_flight` at once;
+/// through ferry (`synced_into`: the super cluster, for the noisy tenant's synced rate) or
+/// directly.
 async fn quiet_while<F, T>(
     quiet: impl Fn() -> F,
     noisy: &Client,
     in_flight: usize,
-) -> Result<(T, T)>
+    synced_into: Option<&Client>,
+) -> Result<((T, T), Option<f64>)>
 where
     F: std::future::Future<Output = Result<T>>,
 {
     let idle = quiet().await?;
+    if let Some(s) = synced_into {
+        let (rate, loaded) = noisy_synced(noisy, s, Some(&quiet)).await?;
+        let loaded = loaded.context("measured beside the burst")?;
+        return Ok(((idle, loaded), Some(rate)));
+    }
     let noisy_ns = fresh_namespace(noisy, "bench-noisy").await?;
     let noisy = {
         let noisy = noisy.clone();
@@ -87,9 +149,9 @@ where
             burst_of(&noisy, &noisy_ns, (NOISY_OBJECTS, in_flight), database).await
         })
     };
-    // Let the noisy tenant's queue fill first.
+    // Let the noisy client's writes fill the server first.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let loaded = quiet().await?;
     noisy.await??;
-    Ok((idle, loaded))
+    Ok(((idle, loaded), None))
 }

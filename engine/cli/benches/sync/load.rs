@@ -406,8 +406,8 @@ pub fn median(xs: &[f64]) -> f64 {
     percentile(xs.to_vec(), 0.5)
 }
 
-/// Tenants in the 50-tenant measurement.
-pub const TENANTS: usize = 50;
+/// Tenants in the many-tenant measurement (`tenants_500`).
+pub const TENANTS: usize = 500;
 
 /// Waits until `ferry`'s queues stay empty for a second.
 pub async fn settle(ferry: &Ferry) -> Result<()> {

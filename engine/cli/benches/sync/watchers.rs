@@ -23,7 +23,7 @@ use crate::load::{database, throughput, PER_ROUND, ROUNDS};
 
 /// The extra watcher of a round.
 #[derive(Clone, Copy)]
-enum Extra {
+pub enum Extra {
     None,
     Whole,
     Metadata,
@@ -89,6 +89,33 @@ where
     }
 }
 
+/// One round of direct creates with `extra` watching every Database: creates per second,
+/// and the super's CPU seconds until the extra watcher was told of every object.
+pub async fn direct_round(s: &Client, super_pids: &[u32], extra: Extra) -> Result<(f64, f64)> {
+    let ns = fresh_namespace(s, "bench-watchers").await?;
+    let (count, task) = extra.start(s, &ns);
+    let listed = Instant::now() + Duration::from_secs(120);
+    while task.is_some() && count.load(Ordering::Relaxed) == 0 && Instant::now() < listed {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = cpu_of(super_pids);
+    let rate = throughput((s, &ns), (s, &ns), database).await?;
+    // The extra watcher is told of every object before the CPU is read.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while task.is_some()
+        && count.load(Ordering::Relaxed) < PER_ROUND + 1
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let used = cpu_of(super_pids) - before;
+    if let Some(task) = task {
+        task.abort();
+    }
+    Ok((rate, used))
+}
+
 /// Prints the super's CPU per direct create with each extra watcher over that with none.
 pub async fn watchers(s: &Client, super_pids: &[u32]) -> Result<()> {
     let kinds = [Extra::None, Extra::Whole, Extra::Metadata];
@@ -103,28 +130,8 @@ pub async fn watchers(s: &Client, super_pids: &[u32]) -> Result<()> {
         // Each round starts with another variant, so that none always follows another.
         for i in (0..kinds.len()).map(|k| (k + round) % kinds.len()) {
             let extra = kinds[i];
-            let ns = fresh_namespace(s, "bench-watchers").await?;
-            let (count, task) = extra.start(s, &ns);
-            let listed = Instant::now() + Duration::from_secs(120);
-            while task.is_some() && count.load(Ordering::Relaxed) == 0 && Instant::now() < listed {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let before = cpu_of(super_pids);
-            let rate = throughput((s, &ns), (s, &ns), database).await?;
-            // The extra watcher is told of every object before the CPU is read.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while task.is_some()
-                && count.load(Ordering::Relaxed) < PER_ROUND + 1
-                && Instant::now() < deadline
-            {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let used = cpu_of(super_pids) - before;
+            let (rate, used) = direct_round(s, super_pids, extra).await?;
             cpu[i] += used;
-            if let Some(task) = task {
-                task.abort();
-            }
             println!(
                 "round {}: {}: {rate:.0} creates/s, the super's CPU {:.2} ms per create",
                 round + 1,

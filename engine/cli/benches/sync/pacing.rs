@@ -1,0 +1,113 @@
+//! The fairness measurement under each way of pacing ferry's writes to the super cluster:
+//! none (`superWrites: unlimited`, the default), ferry's adaptive limit (`adaptive`), and none
+//! in ferry but the API Priority and Fairness objects `ferry manifests` ships, applied to the
+//! local super (ferry then runs as a restricted user: the harness's admin is exempt from
+//! APF).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ferry_testkit::live::{install_rbac, Ferry, Identity, Settings, RBAC_USER};
+use ferry_testkit::Clusters;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+use crate::fairness::{fairness, Fairness};
+use crate::load::settle;
+
+/// One way of pacing: its name, `superWrites`, and whether APF holds ferry's requests.
+pub struct Pacing {
+    pub name: &'static str,
+    writes: &'static str,
+    apf: bool,
+}
+
+/// The ways compared, the default first.
+pub const PACINGS: [Pacing; 3] = [
+    Pacing {
+        name: "unlimited",
+        writes: "unlimited",
+        apf: false,
+    },
+    Pacing {
+        name: "adaptive",
+        writes: "adaptive",
+        apf: false,
+    },
+    Pacing {
+        name: "apf",
+        writes: "unlimited",
+        apf: true,
+    },
+];
+
+/// Runs a ferry paced as `pacing` (the binary `ferry`, in `dir`) and measures fairness with
+/// it; the APF objects are applied first when it wants them (and stay: ferry's user matches
+/// them only under `Identity::Rbac`).
+pub async fn fairness_paced(
+    (ferry, dir): (&Path, &Path),
+    settings: &Settings,
+    clusters: &Clusters,
+    pacing: &Pacing,
+) -> Result<Fairness> {
+    let mut settings = settings.clone();
+    settings
+        .spec
+        .insert("superWrites".into(), json!(pacing.writes));
+    if pacing.apf {
+        install_rbac(ferry, &settings.policy, clusters).await?;
+        apply_flow_control(&clusters.super_cluster).await?;
+        settings.identity = Identity::Rbac;
+    }
+    let log = format!("ferry-fairness-{}.log", pacing.name);
+    let mut running = Ferry::start(ferry, dir, &settings, &log)?;
+    running.ready().await?;
+    let s = &clusters.super_cluster;
+    let measured = fairness(
+        &running,
+        clusters.tenant("team-a"),
+        clusters.tenant("team-b"),
+        s,
+    )
+    .await
+    .with_context(|| format!("fairness, {}", pacing.name))?;
+    settle(&running).await?;
+    running.stop()?;
+    Ok(measured)
+}
+
+/// Applies the PriorityLevelConfiguration and FlowSchema of `ferry manifests` to the super,
+/// their subject the restricted user the benchmark's ferry runs as.
+async fn apply_flow_control(s: &Client) -> Result<()> {
+    let subject = json!({"kind": "User", "user": {"name": RBAC_USER}});
+    for object in ferry_core::manifests::flow_control(subject) {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let plural = match kind {
+            "FlowSchema" => "flowschemas",
+            _ => "prioritylevelconfigurations",
+        };
+        let gvk = GroupVersionKind::gvk("flowcontrol.apiserver.k8s.io", "v1", kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api: Api<DynamicObject> = Api::all_with(s.clone(), &resource);
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        api.patch(
+            name,
+            &PatchParams::apply("ferry-bench").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("applying {kind} {name}"))?;
+    }
+    Ok(())
+}
+
+/// One pacing's figures in the report.
+pub fn report(m: &Fairness) -> Value {
+    json!({
+        "fairness_ratio": m.loaded.p99[0] / m.idle.p99[0],
+        "quiet_p99_ms": {"idle": m.idle.p99[0], "loaded": m.loaded.p99[0]},
+        "fairness_noisy_throughput_ratio": m.noisy_with_quiet / m.noisy_alone,
+        "noisy_creates_per_second": {"alone": m.noisy_alone, "beside_quiet": m.noisy_with_quiet},
+    })
+}
