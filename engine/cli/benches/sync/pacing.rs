@@ -63,6 +63,8 @@ pub async fn fairness_paced(
     let log = format!("ferry-fairness-{}.log", pacing.name);
     let mut running = Ferry::start(ferry, dir, &settings, &log)?;
     running.ready().await?;
+    // What earlier phases left is compared once at start: measured after.
+    settle(&running).await?;
     let s = &clusters.super_cluster;
     let measured = fairness(
         &running,
