@@ -11,7 +11,11 @@
 //!   direct create, and ferry's CPU per synced object over the super API server's per direct
 //!   create (from `/proc/<pid>/stat`); beside them, the super's CPU per direct create of ferry's
 //!   exact copy (its bytes, without ferry watching), which splits the super's extra cost into
-//!   what the copy's required metadata costs and what the rest (ferry's watch) does;
+//!   what the copy's required metadata costs and what the rest (ferry's watch) does; and the
+//!   floor, the super's CPU per direct create with one more plain watcher of the kind
+//!   (`super_cpu_floor`);
+//! - ferry's own time per object at 100 objects/s: change queued → first write sent, from its
+//!   histogram `ferry_own_seconds` (`ferry_own_ms`), with the part its transforms took;
 //! - what bounds the throughput ratio: how busy the super's core was in the direct rounds,
 //!   and so the ratio its CPU allows a synced create (super and ferry share that core);
 //! - memory: growth of ferry's resident memory per synced object;
@@ -21,7 +25,11 @@
 //!   lets a tenant hold then, and one), what the super API server on its core gives by itself;
 //!   and where the quiet tenant's time went: its own API server (answered → seen by a watch
 //!   there), the hop to the super, and how the super answered ferry's requests meanwhile
-//!   (`ferry_request_seconds`);
+//!   (`ferry_request_seconds`); the noisy tenant's synced rate beside the quiet one over alone
+//!   (`fairness_noisy_throughput_ratio`); and all of it under each way of pacing ferry's writes
+//!   (`fairness_by_pacing`: unlimited, adaptive, APF; `sync/pacing.rs`);
+//! - 500 tenants in one process on one tenant API server, first, while it holds no object:
+//!   seconds until ready and idle RSS per tenant (`tenants_500`);
 //! - `FERRY_BENCH_ONLY=watchers`: the super's CPU per direct create with one more watcher of
 //!   every Database, of whole objects and of metadata only, over none (`sync/watchers.rs`);
 //! - restart with 100,000 more synced objects (`FERRY_BENCH_RESTART_OBJECTS`): writes, and the

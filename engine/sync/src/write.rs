@@ -221,6 +221,12 @@ impl Writer {
         self.gate.open()
     }
 
+    /// Whether the cluster did not answer a moment ago and its pause is not over.
+    fn silent(&self) -> bool {
+        let reach = self.reach.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(*reach, Reach::Silent(until) if Instant::now() < until)
+    }
+
     /// Whether a request may go: always while the cluster answers; after it did not, one
     /// request at a time once the pause is over (a request timeout later, another).
     fn reachable(&self) -> Result<()> {
@@ -252,7 +258,12 @@ impl Writer {
                     .try_with(|r| r.tenant.clone())
                     .unwrap_or_else(|_| Arc::from(""));
                 let permit = pace.permit(&tenant).await;
+                // While it waited, this replica may have lost its right to write, or the
+                // cluster stopped answering.
                 self.gate.check()?;
+                if self.silent() {
+                    return Err(Error::Unreachable(self.cluster.clone()));
+                }
                 Some(permit)
             }
             None => None,
@@ -264,7 +275,7 @@ impl Writer {
         });
         let result = self.asked(request).await;
         if let (Some(permit), Some(pace)) = (&permit, &self.pace) {
-            permit.answered(is_answer(&result));
+            permit.answered(pace::Answer::of(&result, permit.elapsed()));
             self.metrics
                 .write_limit
                 .get_or_create(&labels(&[("cluster", &self.cluster)]))
@@ -405,7 +416,11 @@ impl Writer {
                 &Patch::<()>::Json(patch),
             ))
             .await
-            .map_err(|e| Error::Cleanup(Box::new(e)))?;
+            .map_err(|e| match e {
+                // Fenced or unreachable after waiting for its place: not a failed cleanup.
+                Error::Api(_) => Error::Cleanup(Box::new(e)),
+                other => other,
+            })?;
         self.count(
             "patch",
             format_args!("{} {namespace}/{name}", resource.kind),

@@ -16,7 +16,7 @@ use super::{Error, Result, Script};
 
 /// The allocator settings of a worker process: freed address space unmapped rather than kept
 /// (see where a [`Pool`] spawns one).
-const WORKER_ALLOCATOR: &str = "retain:false";
+const WORKER_ALLOCATOR: &str = "retain:false,oversize_threshold:1048576";
 
 /// Time a worker gets beyond `timeoutMs` before it is killed. The interpreter stops itself at
 /// `timeoutMs` between statements; this covers a native operation that cannot be interrupted.
@@ -155,6 +155,12 @@ impl Pool {
         for attempt in 0..2 {
             if !process.known.contains(&script.digest) {
                 match process.exchange(&encode(true)?, Instant::now() + COMPILE_TIMEOUT) {
+                    // Its last answer: the call goes to a fresh worker, which compiles first.
+                    Ok(Response::Compiled) if process.retiring => {
+                        let _ = process.child.wait();
+                        process = self.spawn()?;
+                        continue;
+                    }
                     Ok(Response::Compiled) => {
                         process.known.insert(script.digest.clone());
                     }
@@ -171,6 +177,10 @@ impl Pool {
                 // The worker evicted the module: compile again, once.
                 Ok(Response::NeedSource) if attempt == 0 => {
                     process.known.remove(&script.digest);
+                    if process.retiring {
+                        let _ = process.child.wait();
+                        process = self.spawn()?;
+                    }
                 }
                 Ok(Response::NeedSource) | Ok(Response::Compiled) => break,
                 Ok(response) => {
@@ -277,9 +287,10 @@ impl Pool {
             .env_clear()
             // The engine's allocator (jemalloc, `engine/cli/src/main.rs`) keeps freed address
             // space mapped unless told otherwise. A worker's memory limit is set from its
-            // address space (`worker.rs`): unmapped, what a call freed cannot raise the next
-            // limit, and a large call retires its worker (`LARGE_CALL`), so a call is never
-            // allowed what earlier calls left mapped.
+            // address space (`worker.rs`): what the allocator keeps for reuse can raise it by
+            // `RECYCLE_GROWTH` at most (a worker grown more is replaced), a large call retires
+            // its worker (`LARGE_CALL`), and allocations of 1 MiB or more are unmapped when
+            // freed.
             .env("_RJEM_MALLOC_CONF", WORKER_ALLOCATOR)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

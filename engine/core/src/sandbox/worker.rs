@@ -31,8 +31,9 @@ use super::{json, Limits, MAX_OUTPUT_BYTES};
 const INTERPRETER_ALLOWANCE: u64 = 64 << 20;
 
 /// A worker whose address space grew this much beyond its start is replaced after the call,
-/// so that memory retained by earlier calls cannot ratchet the limit up.
-const RECYCLE_GROWTH: u64 = 512 << 20;
+/// and its limit is never set from more than its start plus this: memory its allocator keeps
+/// for reuse after earlier calls cannot ratchet the limit up by more.
+const RECYCLE_GROWTH: u64 = 64 << 20;
 
 /// A call whose Starlark heap, or whose request, reached this size retires its worker once it
 /// has answered: what it freed is given back to the OS with the process, and the worker's
@@ -288,7 +289,8 @@ impl Worker {
         self.calls_since_limit = 0;
         self.limit_set_for = Some(limits.max_heap_bytes);
         if let Some(vm) = vm_size() {
-            set_address_space_limit(vm + limits.max_heap_bytes + INTERPRETER_ALLOWANCE);
+            let base = vm.min(self.start_vm + RECYCLE_GROWTH);
+            set_address_space_limit(base + limits.max_heap_bytes + INTERPRETER_ALLOWANCE);
         }
     }
 

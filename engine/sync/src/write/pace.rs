@@ -7,7 +7,8 @@
 //! concurrency-limits): from the fastest answer seen lately (`base`, what a write costs with
 //! nothing queued) and each answer's time, it estimates how many of its writes wait in the
 //! server (`limit × (1 − base / rtt)`) and keeps that between [`ALPHA`] and [`BETA`]: one
-//! more when fewer wait, one less when more do, halved when a request gets no answer. Writes
+//! more when fewer wait, one less when more do, halved when a request gets no answer, a 429 or
+//! a server error (a refusal, 404 or 409, teaches nothing). Writes
 //! over the limit wait in ferry, in one line per tenant, served in turn: a tenant's burst
 //! fills its own line, and another tenant's write goes at the next free place.
 //!
@@ -87,12 +88,12 @@ impl Pace {
         self.state().in_flight
     }
 
-    /// A place for a write of `tenant`: at once while under the limit, else when its turn
-    /// comes.
+    /// A place for a write of `tenant`: at once while under the limit and nobody waits, else
+    /// when its turn comes.
     pub async fn permit(self: &Arc<Self>, tenant: &Arc<str>) -> Permit {
         let waiting = {
             let mut state = self.state();
-            if (state.in_flight as f64) < state.limit.floor() {
+            if state.lines.is_empty() && (state.in_flight as f64) < state.limit.floor() {
                 state.in_flight += 1;
                 None
             } else {
@@ -103,13 +104,19 @@ impl Pace {
                         .lines
                         .push_back((tenant.clone(), VecDeque::from([tx]))),
                 }
-                Some(rx)
+                Some(Waiting {
+                    pace: self.clone(),
+                    rx: Some(rx),
+                })
             }
         };
-        if let Some(rx) = waiting {
+        if let Some(mut waiting) = waiting {
             // The place is handed over by `release` (in_flight counted for us). A closed
             // channel cannot happen while the pace lives; go on rather than hang.
-            let _ = rx.await;
+            if let Some(rx) = waiting.rx.as_mut() {
+                let _ = rx.await;
+            }
+            waiting.rx = None;
         }
         Permit {
             pace: self.clone(),
@@ -117,34 +124,38 @@ impl Pace {
         }
     }
 
-    /// Hands a place given back to the next waiter in turn, or frees it.
+    /// Gives a place back, and hands places to the waiters in turn while the limit allows.
     fn release(&self) {
         let mut state = self.state();
-        let over = state.in_flight as f64 > state.limit.floor();
-        if !over {
-            while let Some((tenant, mut line)) = state.lines.pop_front() {
-                let Some(waiter) = line.pop_front() else {
-                    continue;
-                };
-                if !line.is_empty() {
-                    state.lines.push_back((tenant, line));
-                }
-                // A waiter whose write was cancelled no longer wants it: the next one.
-                if waiter.send(()).is_ok() {
-                    return;
-                }
+        state.in_flight -= 1;
+        while (state.in_flight as f64) < state.limit.floor() {
+            let Some((tenant, mut line)) = state.lines.pop_front() else {
+                return;
+            };
+            let Some(waiter) = line.pop_front() else {
+                continue;
+            };
+            if !line.is_empty() {
+                state.lines.push_back((tenant, line));
+            }
+            // A waiter whose write was cancelled no longer wants it: the next one.
+            if waiter.send(()).is_ok() {
+                state.in_flight += 1;
             }
         }
-        state.in_flight -= 1;
     }
 
-    /// Learns from one answer that took `rtt` (or none, when `answered` is false).
-    fn learn(&self, rtt: Duration, answered: bool) {
+    /// Learns from one answer.
+    fn learn(&self, answer: Answer) {
         let mut state = self.state();
-        if !answered {
-            state.limit = (state.limit / 2.0).max(MIN_LIMIT as f64);
-            return;
-        }
+        let rtt = match answer {
+            Answer::Written(rtt) => rtt,
+            Answer::Refused => return,
+            Answer::Congested => {
+                state.limit = (state.limit / 2.0).max(MIN_LIMIT as f64);
+                return;
+            }
+        };
         let now = Instant::now();
         if now.duration_since(state.base_since) > BASE_FOR {
             state.previous_base = state.base;
@@ -166,10 +177,56 @@ impl Pace {
     }
 }
 
+/// What an answer teaches the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The write went through in this long: the time a write takes.
+    Written(Duration),
+    /// Refused at once (404, 409, 422): says nothing of the server's queue.
+    Refused,
+    /// No answer, too many requests (429) or a server error: halve the limit.
+    Congested,
+}
+
+impl Answer {
+    /// What `result`, answered `rtt` after it was sent, teaches.
+    pub fn of<T>(result: &kube::Result<T>, rtt: Duration) -> Self {
+        match result {
+            Ok(_) => Answer::Written(rtt),
+            Err(kube::Error::Api(s)) if s.code == 429 || s.code >= 500 => Answer::Congested,
+            Err(kube::Error::Api(_) | kube::Error::SerdeError(_)) => Answer::Refused,
+            Err(_) => Answer::Congested,
+        }
+    }
+}
+
+/// A write waiting for its place: dropped before it has one (its write cancelled), it
+/// closes its line's ticket, and a place already handed to it goes on to the next waiter.
+struct Waiting {
+    pace: Arc<Pace>,
+    rx: Option<oneshot::Receiver<()>>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.pace.release();
+            }
+        }
+    }
+}
+
 impl Permit {
-    /// Records the answer (or its absence) of the write this permit let through.
-    pub fn answered(&self, answered: bool) {
-        self.pace.learn(self.sent.elapsed(), answered);
+    /// The time since the write was let through.
+    pub fn elapsed(&self) -> Duration {
+        self.sent.elapsed()
+    }
+
+    /// Records what the answer of the write this permit let through teaches.
+    pub fn answered(&self, answer: Answer) {
+        self.pace.learn(answer);
     }
 }
 

@@ -102,20 +102,68 @@ fn the_limit_grows_while_answers_stay_fast_and_shrinks_when_they_queue() {
     let pace = Pace::new(4);
     let fast = Duration::from_millis(2);
     for _ in 0..10 {
-        pace.learn(fast, true);
+        pace.learn(Answer::Written(fast));
     }
     assert_eq!(pace.limit(), 14, "nothing queued: one more each answer");
     // Answers three times slower than the fastest: about 2/3 of the limit wait in the
     // server, more than BETA: one less each answer, down to where few wait.
     for _ in 0..40 {
-        pace.learn(fast * 3, true);
+        pace.learn(Answer::Written(fast * 3));
     }
     let limit = pace.limit();
     assert!(limit <= 3, "{limit}");
-    pace.learn(fast, false);
+    pace.learn(Answer::Congested);
     assert!(pace.limit() <= limit / 2 + 1, "no answer halves it");
+    let before = pace.limit();
+    pace.learn(Answer::Refused);
+    assert_eq!(pace.limit(), before, "a refusal teaches nothing");
     for _ in 0..200 {
-        pace.learn(Duration::from_micros(1), false);
+        pace.learn(Answer::Congested);
     }
     assert_eq!(pace.limit(), MIN_LIMIT);
+}
+
+#[tokio::test]
+async fn a_waiter_cancelled_after_its_place_was_handed_over_gives_it_back() {
+    let pace = Pace::new(1);
+    let held = pace.permit(&tenant("a")).await;
+    let waiter = tokio::spawn({
+        let pace = pace.clone();
+        async move { pace.permit(&tenant("b")).await }
+    });
+    tokio::task::yield_now().await;
+    // The place goes to the waiter; it is cancelled before it runs again.
+    drop(held);
+    waiter.abort();
+    let _ = waiter.await;
+    assert_eq!(pace.in_flight(), 0, "the place handed over came back");
+    let _again = pace.permit(&tenant("c")).await;
+    assert_eq!(pace.in_flight(), 1);
+}
+
+#[tokio::test]
+async fn while_writes_wait_a_newcomer_queues_behind_them_and_a_grown_limit_serves_them() {
+    let pace = Pace::new(1);
+    let held = pace.permit(&tenant("a")).await;
+    let mut waiting = tokio::spawn({
+        let pace = pace.clone();
+        async move { pace.permit(&tenant("b")).await }
+    });
+    tokio::task::yield_now().await;
+    // The limit grows while b waits: a newcomer does not take the new place ahead of b.
+    pace.learn(Answer::Written(Duration::from_millis(1)));
+    assert_eq!(pace.limit(), 2);
+    let mut newcomer = tokio::spawn({
+        let pace = pace.clone();
+        async move { pace.permit(&tenant("c")).await }
+    });
+    assert!(granted(&mut newcomer).await.is_none(), "c waits behind b");
+    drop(held);
+    let b = granted(&mut waiting).await;
+    let c = granted(&mut newcomer).await;
+    assert!(
+        b.is_some() && c.is_some(),
+        "both places of the grown limit are handed over"
+    );
+    assert_eq!(pace.in_flight(), 2);
 }
