@@ -30,18 +30,11 @@ pub fn run(args: &[&str]) -> Result<()> {
         println!("== bench --sync (release build; synced over direct writes to the same super API server)");
         // Control planes of its own: the tenants' etcd and API servers and the load generator
         // on CPU 0, the super cluster's (with its own etcd) and ferry on CPU 1.
-        let dir = controlplane::root().join("target/clusters-bench");
         // What an earlier run wrote is not this run's.
         let _ = std::fs::remove_file(controlplane::root().join("target/bench/sync.json"));
-        std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
         std::env::set_var("FERRY_PIN", "1");
         std::env::set_var("FERRY_BENCH_FERRY_CPUS", "1");
-        controlplane::down()?;
-        controlplane::up(
-            &[controlplane::DEFAULT_SUPER.to_string()],
-            &["team-a".to_string(), "team-b".to_string()],
-            false,
-        )?;
+        clusters_up(false)?;
         cargo(&[
             "bench",
             "-q",
@@ -70,19 +63,25 @@ pub fn run(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask bench --shard`: control planes of its own, with audit logs.
-fn shard() -> Result<()> {
-    println!(
-        "== bench --shard (release build; replicas over many tenants on the local control planes)"
-    );
+/// Fresh control planes of the benchmarks' own (`target/clusters-bench`: a super and the
+/// tenants team-a and team-b), with audit logs when `audit`.
+fn clusters_up(audit: bool) -> Result<()> {
     let dir = controlplane::root().join("target/clusters-bench");
     std::env::set_var("FERRY_CLUSTERS_DIR", &dir);
     controlplane::down()?;
     controlplane::up(
         &[controlplane::DEFAULT_SUPER.to_string()],
         &["team-a".to_string(), "team-b".to_string()],
-        true,
-    )?;
+        audit,
+    )
+}
+
+/// `cargo xtask bench --shard`: control planes of its own, with audit logs.
+fn shard() -> Result<()> {
+    println!(
+        "== bench --shard (release build; replicas over many tenants on the local control planes)"
+    );
+    clusters_up(true)?;
     let result = cargo(&["bench", "-q", "-p", "ferry-cli", "--bench", "shard"]);
     controlplane::down()?;
     result

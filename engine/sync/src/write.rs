@@ -252,11 +252,12 @@ impl Writer {
         &self,
         request: impl std::future::Future<Output = kube::Result<T>>,
     ) -> Result<T> {
+        // The reconcile's tenant, and when its change was queued if this is its first write.
+        let (tenant, first) = RECONCILING
+            .try_with(|r| (r.tenant.clone(), (!r.sent.replace(true)).then_some(r.since)))
+            .unwrap_or_else(|_| (Arc::from(""), None));
         let permit = match &self.pace {
             Some(pace) => {
-                let tenant = RECONCILING
-                    .try_with(|r| r.tenant.clone())
-                    .unwrap_or_else(|_| Arc::from(""));
                 let permit = pace.permit(&tenant).await;
                 // While it waited, this replica may have lost its right to write, or the
                 // cluster stopped answering.
@@ -268,11 +269,9 @@ impl Writer {
             }
             None => None,
         };
-        let _ = RECONCILING.try_with(|r| {
-            if !r.sent.replace(true) {
-                self.metrics.own.observe(r.since.elapsed().as_secs_f64());
-            }
-        });
+        if let Some(since) = first {
+            self.metrics.own.observe(since.elapsed().as_secs_f64());
+        }
         let result = self.asked(request).await;
         if let (Some(permit), Some(pace)) = (&permit, &self.pace) {
             permit.answered(pace::Answer::of(&result, permit.elapsed()));

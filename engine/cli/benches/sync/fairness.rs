@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ferry_testkit::fresh_namespace;
 use ferry_testkit::live::Ferry;
 use kube::Client;
@@ -44,7 +44,7 @@ pub async fn fairness(ferry: &Ferry, a: &Client, b: &Client, s: &Client) -> Resu
     // A ferry just started (and a super just started) answers its first creates slower: the
     // quiet tenant's first series warms both and is not counted.
     quiet().await?;
-    let alone = noisy_synced(a, s, None::<fn() -> std::future::Ready<Result<()>>>).await?;
+    let alone = noisy_synced(a, s, || async { Ok(()) }).await?;
     let ((idle, loaded), with_quiet) = quiet_while(quiet, a, CONCURRENCY, Some(s)).await?;
     Ok(Fairness {
         idle,
@@ -66,11 +66,7 @@ pub struct Fairness {
 /// The noisy tenant's `NOISY_OBJECTS` creates, as fast as it can, synced: creates per second
 /// until every copy is visible in the super cluster, and what `beside` gave meanwhile (run
 /// once the burst is under way).
-async fn noisy_synced<F, T>(
-    a: &Client,
-    s: &Client,
-    beside: Option<impl FnOnce() -> F>,
-) -> Result<(f64, Option<T>)>
+async fn noisy_synced<F, T>(a: &Client, s: &Client, beside: impl FnOnce() -> F) -> Result<(f64, T)>
 where
     F: std::future::Future<Output = Result<T>>,
 {
@@ -81,14 +77,9 @@ where
         let a = a.clone();
         tokio::spawn(async move { burst_of(&a, &ns, (NOISY_OBJECTS, CONCURRENCY), database).await })
     };
-    let besides = match beside {
-        Some(f) => {
-            // Let the noisy tenant's queue fill first.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            Some(f().await?)
-        }
-        None => None,
-    };
+    // Let the noisy tenant's queue fill first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let besides = beside().await?;
     let start = burst.await??;
     let end = crate::load::wait_all(&seen, NOISY_OBJECTS).await?;
     task.abort();
@@ -138,8 +129,7 @@ where
 {
     let idle = quiet().await?;
     if let Some(s) = synced_into {
-        let (rate, loaded) = noisy_synced(noisy, s, Some(&quiet)).await?;
-        let loaded = loaded.context("measured beside the burst")?;
+        let (rate, loaded) = noisy_synced(noisy, s, &quiet).await?;
         return Ok(((idle, loaded), Some(rate)));
     }
     let noisy_ns = fresh_namespace(noisy, "bench-noisy").await?;

@@ -9,6 +9,12 @@ fn tenant(name: &str) -> Arc<str> {
     Arc::from(name)
 }
 
+/// A write of `who` waiting for its place, in a task of its own.
+fn waiter(pace: &Arc<Pace>, who: &'static str) -> tokio::task::JoinHandle<Permit> {
+    let pace = pace.clone();
+    tokio::spawn(async move { pace.permit(&tenant(who)).await })
+}
+
 /// The waiter's permit, if it comes within 20 ms.
 async fn granted(handle: &mut tokio::task::JoinHandle<Permit>) -> Option<Permit> {
     tokio::time::timeout(Duration::from_millis(20), handle)
@@ -24,10 +30,7 @@ async fn under_the_limit_a_write_goes_at_once_and_over_it_waits_for_a_place() {
     let first = pace.permit(&a).await;
     let _second = pace.permit(&a).await;
     assert_eq!(pace.in_flight(), 2);
-    let mut third = tokio::spawn({
-        let (pace, a) = (pace.clone(), a.clone());
-        async move { pace.permit(&a).await }
-    });
+    let mut third = waiter(&pace, "a");
     assert!(
         granted(&mut third).await.is_none(),
         "over the limit, it waits"
@@ -79,15 +82,9 @@ async fn waiting_tenants_are_served_in_turn_not_in_arrival_order() {
 async fn a_cancelled_waiter_passes_its_turn_on() {
     let pace = Pace::new(1);
     let held = pace.permit(&tenant("a")).await;
-    let cancelled = tokio::spawn({
-        let pace = pace.clone();
-        async move { pace.permit(&tenant("b")).await }
-    });
+    let cancelled = waiter(&pace, "b");
     tokio::task::yield_now().await;
-    let mut next = tokio::spawn({
-        let pace = pace.clone();
-        async move { pace.permit(&tenant("c")).await }
-    });
+    let mut next = waiter(&pace, "c");
     tokio::task::yield_now().await;
     cancelled.abort();
     let _ = cancelled.await;
@@ -127,10 +124,7 @@ fn the_limit_grows_while_answers_stay_fast_and_shrinks_when_they_queue() {
 async fn a_waiter_cancelled_after_its_place_was_handed_over_gives_it_back() {
     let pace = Pace::new(1);
     let held = pace.permit(&tenant("a")).await;
-    let waiter = tokio::spawn({
-        let pace = pace.clone();
-        async move { pace.permit(&tenant("b")).await }
-    });
+    let waiter = waiter(&pace, "b");
     tokio::task::yield_now().await;
     // The place goes to the waiter; it is cancelled before it runs again.
     drop(held);
@@ -145,18 +139,12 @@ async fn a_waiter_cancelled_after_its_place_was_handed_over_gives_it_back() {
 async fn while_writes_wait_a_newcomer_queues_behind_them_and_a_grown_limit_serves_them() {
     let pace = Pace::new(1);
     let held = pace.permit(&tenant("a")).await;
-    let mut waiting = tokio::spawn({
-        let pace = pace.clone();
-        async move { pace.permit(&tenant("b")).await }
-    });
+    let mut waiting = waiter(&pace, "b");
     tokio::task::yield_now().await;
     // The limit grows while b waits: a newcomer does not take the new place ahead of b.
     pace.learn(Answer::Written(Duration::from_millis(1)));
     assert_eq!(pace.limit(), 2);
-    let mut newcomer = tokio::spawn({
-        let pace = pace.clone();
-        async move { pace.permit(&tenant("c")).await }
-    });
+    let mut newcomer = waiter(&pace, "c");
     assert!(granted(&mut newcomer).await.is_none(), "c waits behind b");
     drop(held);
     let b = granted(&mut waiting).await;
