@@ -305,7 +305,7 @@ async fn main() -> Result<()> {
     } else {
         "kube-apiserver (etcd shared with the tenants, left out)"
     };
-    println!("CPU: super {measured} {super_cpu_ratio:.2}x per synced create over per direct create, the floor (a direct create with one more watcher of the kind) {super_cpu_floor:.2}x (target <= floor + {SUPER_CPU_OVER_FLOOR}); ferry and its transform workers {ferry_cpu_ratio:.2}x of the super's per direct create (target <= {FERRY_CPU_TARGET})");
+    println!("CPU: super {measured} {super_cpu_ratio:.2}x per synced create over per direct create, the floor (a direct create with one more watcher of the kind) {super_cpu_floor:.2}x (target <= floor + {SUPER_CPU_OVER_FLOOR}); ferry and its transform workers {ferry_cpu_ratio:.2}x of the super's per direct create (target <= {FERRY_CPU_TARGET}); per object: ferry {:.0} µs, the super {:.0} µs per direct create", synced_cost.ferry_cpu / objects * 1e6, direct_cost.super_cpu / objects * 1e6);
     println!("CPU: the super uses {:.3} CPU seconds a second idle; less that over each round, {super_cpu_ratio_less_idle:.2}x per synced create over per direct create (the direct rounds took {:.1} s, the synced {:.1} s)", idle_per_second, direct_cost.seconds, synced_cost.seconds);
     println!("CPU: super {measured} {copy_cpu_ratio:.2}x per direct create of ferry's exact copy over per direct create (the copy's own bytes); synced over exact copy {:.2}x (ferry's watch and the rest)", super_cpu_ratio / copy_cpu_ratio);
     after(&ferry, "the rounds and the updates");

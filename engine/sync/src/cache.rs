@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use serde_json::Value;
 
 use crate::object::{key_of, rv, ObjKey};
@@ -393,32 +393,6 @@ impl Cache {
         }
         Some(Arc::new(value))
     }
-}
-
-/// A JSON object with its type set (list items of built-in kinds come without it) and without
-/// `managedFields` (large, and nothing ferry decides depends on them).
-pub(crate) fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
-    // The fields besides metadata are moved, not copied through a serializer. The order is
-    // the serializer's (metadata, then the rest).
-    let DynamicObject {
-        mut metadata, data, ..
-    } = object;
-    // managedFields (field by field, the size of the object again) are not serialized to be
-    // dropped: only their managers are read.
-    let managers = metadata.managed_fields.take().map(|entries| {
-        entries
-            .into_iter()
-            .map(|e| e.manager.map_or(Value::Null, Value::String))
-            .collect()
-    });
-    let mut fields = serde_json::Map::new();
-    fields.insert("metadata".into(), serde_json::to_value(&metadata).ok()?);
-    match data {
-        Value::Object(rest) => fields.extend(rest),
-        Value::Null => {}
-        _ => return None,
-    }
-    Some(Value::Object(normalised(fields, resource, managers)))
 }
 
 /// `managedFields` reduced to its distinct managers, in order: `[{"manager": …}]`.

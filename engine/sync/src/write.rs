@@ -160,9 +160,28 @@ fn object(value: &Value) -> Result<DynamicObject> {
     DynamicObject::deserialize(value).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-/// An answer as the caches hold objects (`cache::to_value`).
-fn value(object: DynamicObject, resource: &ApiResource) -> Value {
-    crate::cache::to_value(object, resource).unwrap_or(Value::Null)
+/// The namespace (empty for a cluster-scoped object) and name `desired` is written as.
+fn named(desired: &Value) -> Result<(&str, &str)> {
+    let Some(metadata) = desired.get("metadata").and_then(Value::as_object) else {
+        return Err(Error::Invalid("an object without metadata".into()));
+    };
+    let text = |key: &str| match metadata.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(other) => Err(Error::Invalid(format!(
+            "metadata.{key}: expected a string, found {other}"
+        ))),
+    };
+    Ok((text("namespace")?, text("name")?))
+}
+
+/// How [`Writer::send`] writes.
+#[derive(Clone, Copy)]
+enum Verb {
+    /// POST: a new object.
+    Create,
+    /// PUT: the object `desired` names, as it is now.
+    Replace,
 }
 
 impl Writer {
@@ -409,7 +428,7 @@ impl Writer {
             ..PatchParams::default()
         };
         let cleaned = self
-            .answered(self.api(resource, &namespace).patch(
+            .answered(self.api_of::<Wire>(resource, &namespace).patch(
                 &name,
                 &params,
                 &Patch::<()>::Json(patch),
@@ -424,7 +443,7 @@ impl Writer {
             "patch",
             format_args!("{} {namespace}/{name}", resource.kind),
         );
-        Ok(value(cleaned, resource))
+        Ok(cleaned.into_value(resource))
     }
 
     /// Server-side applies `desired` through the status subresource, if `precondition` holds.
@@ -512,42 +531,36 @@ impl Writer {
 
     /// Creates `desired`.
     pub async fn create(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        let o = object(desired)?;
-        let namespace = o.metadata.namespace.clone().unwrap_or_default();
-        let name = o.metadata.name.as_deref().unwrap_or("");
-        self.allowed(resource, &namespace, name)?;
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PostParams::default()
-        };
-        let out = self
-            .answered(self.api(resource, &namespace).create(&params, &o))
-            .await?;
-        self.count(
-            "create",
-            format_args!("{} {namespace}/{name}", resource.kind),
-        );
-        Ok(value(out, resource))
+        self.send(resource, desired, Verb::Create).await
     }
 
     /// Replaces an object with `desired`, whose resourceVersion guards the write.
     pub async fn replace(&self, resource: &ApiResource, desired: &Value) -> Result<Value> {
-        let o = object(desired)?;
-        let namespace = o.metadata.namespace.clone().unwrap_or_default();
-        let name = o.metadata.name.clone().unwrap_or_default();
-        self.allowed(resource, &namespace, &name)?;
+        self.send(resource, desired, Verb::Replace).await
+    }
+
+    /// POSTs or PUTs `desired` as it is, and reads the answer as the caches read the watch
+    /// (`Wire`): no typed metadata is built to be written out again, and the answer's
+    /// managedFields (the size of the object again) are skipped unparsed.
+    async fn send(&self, resource: &ApiResource, desired: &Value, how: Verb) -> Result<Value> {
+        let (namespace, name) = named(desired)?;
+        self.allowed(resource, namespace, name)?;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let out = self
-            .answered(self.api(resource, &namespace).replace(&name, &params, &o))
-            .await?;
-        self.count(
-            "replace",
-            format_args!("{} {namespace}/{name}", resource.kind),
-        );
-        Ok(value(out, resource))
+        let body = serde_json::to_vec(desired).map_err(|e| Error::Invalid(e.to_string()))?;
+        let url = self.api_of::<Wire>(resource, namespace);
+        let request = kube::core::Request::new(url.resource_url());
+        let (request, verb) = match how {
+            Verb::Create => (request.create(&params, body), "create"),
+            Verb::Replace => (request.replace(name, &params, body), "replace"),
+        };
+        let mut request = request.map_err(|e| Error::Invalid(e.to_string()))?;
+        request.extensions_mut().insert(verb);
+        let out: Wire = self.answered(self.client.request(request)).await?;
+        self.count(verb, format_args!("{} {namespace}/{name}", resource.kind));
+        Ok(out.into_value(resource))
     }
 
     /// Deletes the object `doomed` at `namespace`/`name` if it is still as decided on (its

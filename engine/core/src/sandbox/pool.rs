@@ -15,8 +15,11 @@ use super::protocol::{self, Hook, Response, MAX_FRAME};
 use super::{Error, Result, Script};
 
 /// The allocator settings of a worker process: freed address space unmapped rather than kept
-/// (see where a [`Pool`] spawns one).
-const WORKER_ALLOCATOR: &str = "retain:false,oversize_threshold:1048576";
+/// (see where a [`Pool`] spawns one); no background thread, and freed pages kept for reuse
+/// between calls for jemalloc's usual ten seconds (ferry's own settings, `.cargo/config.toml`,
+/// give them back after one).
+const WORKER_ALLOCATOR: &str =
+    "retain:false,oversize_threshold:1048576,background_thread:false,dirty_decay_ms:10000";
 
 /// Time a worker gets beyond `timeoutMs` before it is killed. The interpreter stops itself at
 /// `timeoutMs` between statements; this covers a native operation that cannot be interrupted.

@@ -4,6 +4,7 @@
 use super::feed::observe;
 use super::*;
 use ferry_core::keys::UNREAD;
+use kube::api::DynamicObject;
 use serde_json::json;
 
 fn copy(uid: &str, version: &str) -> Value {
@@ -325,4 +326,29 @@ fn keys_serde_json_reserves_are_read_unread() {
         value.get(raw).is_none() && value[UNREAD].is_string(),
         "{value}"
     );
+}
+
+/// The object as read from typed metadata (`DynamicObject`): what `Wire` must give.
+fn to_value(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
+    // The fields besides metadata are moved, not copied through a serializer. The order is
+    // the serializer's (metadata, then the rest).
+    let DynamicObject {
+        mut metadata, data, ..
+    } = object;
+    // managedFields (field by field, the size of the object again) are not serialized to be
+    // dropped: only their managers are read.
+    let managers = metadata.managed_fields.take().map(|entries| {
+        entries
+            .into_iter()
+            .map(|e| e.manager.map_or(Value::Null, Value::String))
+            .collect()
+    });
+    let mut fields = serde_json::Map::new();
+    fields.insert("metadata".into(), serde_json::to_value(&metadata).ok()?);
+    match data {
+        Value::Object(rest) => fields.extend(rest),
+        Value::Null => {}
+        _ => return None,
+    }
+    Some(Value::Object(normalised(fields, resource, managers)))
 }

@@ -21,8 +21,8 @@ use serde_json::{Map, Number, Value};
 use super::normalised;
 
 /// The fields of typed metadata (`ObjectMeta`), which keeps no other (`managedFields` apart):
-/// an API server newer than ferry's types may send more, and the watch and the answers to
-/// ferry's writes (read as typed objects) must give the same metadata.
+/// an API server newer than ferry's types may send more, and what ferry holds of an object
+/// must not depend on whether a watch, a read or the answer to a write brought it.
 const METADATA: &[&str] = &[
     "annotations",
     "creationTimestamp",
@@ -64,7 +64,7 @@ pub struct Wire {
 }
 
 impl Wire {
-    /// The object as `cache::to_value` gives it from a `DynamicObject`: type first (set from
+    /// The object as typed metadata (a `DynamicObject`) would give it: type first (set from
     /// `resource`; list items of built-in kinds come without it), metadata as typed metadata
     /// writes it (its fields alone, by key, nulls left out), then the rest as sent, and
     /// `managedFields` reduced to the managers on objects labelled `ferry.dev/tenant`,
