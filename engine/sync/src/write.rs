@@ -544,7 +544,6 @@ impl Writer {
     /// managedFields (the size of the object again) are skipped unparsed.
     async fn send(&self, resource: &ApiResource, desired: &Value, how: Verb) -> Result<Value> {
         let (namespace, name) = named(desired)?;
-        self.allowed(resource, namespace, name)?;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -558,6 +557,9 @@ impl Writer {
         };
         let mut request = request.map_err(|e| Error::Invalid(e.to_string()))?;
         request.extensions_mut().insert(verb);
+        // Checked last before the request: a request that cannot be built must not leave a
+        // cluster being probed (`reachable`) without one.
+        self.allowed(resource, namespace, name)?;
         let out: Wire = self.answered(self.client.request(request)).await?;
         self.count(verb, format_args!("{} {namespace}/{name}", resource.kind));
         Ok(out.into_value(resource))
