@@ -27,7 +27,10 @@
 //!   there), the hop to the super, and how the super answered ferry's requests meanwhile
 //!   (`ferry_request_seconds`); the noisy tenant's synced rate beside the quiet one over alone
 //!   (`fairness_noisy_throughput_ratio`); and all of it under each way of pacing ferry's writes
-//!   (`fairness_by_pacing`: unlimited, adaptive, APF; `sync/pacing.rs`);
+//!   (`fairness_by_pacing`: unlimited, adaptive, APF; `sync/pacing.rs`); and the super alone
+//!   beside a noisy client at steady rates, 400/s down to 50/s (`fairness_direct_by_rate`,
+//!   `FERRY_BENCH_ONLY=super-rates`): how far below saturation its core must stay for a quiet
+//!   client's p99 to stay within 2x of idle;
 //! - 500 tenants in one process on one tenant API server, first, while it holds no object:
 //!   seconds until ready and idle RSS per tenant (`tenants_500`);
 //! - `FERRY_BENCH_ONLY=watchers`: the super's CPU per direct create with one more watcher of
@@ -127,7 +130,8 @@ async fn main() -> Result<()> {
         println!("ferry's RSS after {phase}: +{:.1} MB", grown(ferry) / 1e6);
     };
     // `FERRY_BENCH_ONLY=memory`, `cost`, `latency` (with fairness), `fairness`, `tenants`
-    // (above), `restart` or `watchers`: one figure alone, for profiling.
+    // (above), `restart`, `watchers` or `super-rates` (the super alone beside a noisy client
+    // at steady rates): one figure alone, for profiling.
 
     if only == "memory" {
         for _ in 0..ROUNDS {
@@ -186,6 +190,11 @@ async fn main() -> Result<()> {
             let (idle, loaded) = fairness_direct(s, in_flight).await?;
             println!("fairness without ferry, {in_flight} in flight: quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle");
         }
+        return Ok(());
+    }
+    if only == "super-rates" {
+        ferry.stop()?;
+        super_rates(s).await?;
         return Ok(());
     }
     if only == "fairness" {
@@ -332,6 +341,7 @@ async fn main() -> Result<()> {
     let fairness_direct_ratio = direct_loaded / direct_idle;
     let (single_idle, single_loaded) = fairness_direct(s, 1).await?;
     let fairness_single_ratio = single_loaded / single_idle;
+    let by_rate = super_rates(s).await?;
     println!("fairness: a quiet tenant's p99 create-to-super {quiet_loaded:.1} ms while another creates {NOISY_OBJECTS} as fast as it can, {quiet_idle:.1} ms on an idle engine: {fairness_ratio:.2}x (target <= 2)");
     println!(
         "fairness: {}",
@@ -414,6 +424,7 @@ async fn main() -> Result<()> {
         "fairness_direct_quiet_p99_ms": {"idle": direct_idle, "loaded": direct_loaded, "in_flight": SHARING},
         "fairness_direct_single_ratio": fairness_single_ratio,
         "fairness_direct_single_quiet_p99_ms": {"idle": single_idle, "loaded": single_loaded, "in_flight": 1},
+        "fairness_direct_by_rate": by_rate,
         "tenants_500": {"tenants": TENANTS, "ready_s": ready_many, "idle_rss_bytes_per_tenant": rss_per_tenant},
         "targets": {"tenants_500": "ready_s <= 30, idle_rss_bytes_per_tenant <= 1 MB", "fairness_ratio": "<= 2", "fairness_noisy_throughput_ratio": ">= 0.9", "super_requests_per_create": "1.0", "super_requests_per_update": "1.0", "super_cpu_ratio": format!("<= super_cpu_floor + {SUPER_CPU_OVER_FLOOR}"), "ferry_cpu_ratio": format!("<= {FERRY_CPU_TARGET}"), "ferry_own_ms.p99": "<= 2", "sync_throughput_ratio": ">= 0.95 x sync_throughput_bound", "added_latency_p99_ms": "<= 10", "rss_growth_bytes_per_synced_object": "<= 1024", "restart": "0 writes, list_ratio <= 1.5"},
     });
@@ -549,6 +560,18 @@ async fn own_time(ferry: &Ferry, before: &[cost::Buckets; 2]) -> Result<serde_js
 }
 
 /// The quiet tenant's series idle and loaded ([`Quiet`]), as a line.
+/// The super API server alone beside a noisy client at steady rates ([`NOISY_RATES`]): a
+/// quiet client's p99 ratio at each, printed, and as the report's `fairness_direct_by_rate`.
+async fn super_rates(s: &kube::Client) -> Result<serde_json::Value> {
+    let mut rates = Vec::new();
+    for rate in NOISY_RATES {
+        let (idle, loaded, reached) = fairness_direct_at(s, rate).await?;
+        println!("fairness without ferry, a noisy client at {rate}/s (reached {reached:.0}/s): quiet p99 {loaded:.1} ms loaded, {idle:.1} ms idle: {:.2}x", loaded / idle);
+        rates.push(json!({"rate": rate, "reached": reached, "ratio": loaded / idle, "quiet_p99_ms": {"idle": idle, "loaded": loaded}}));
+    }
+    Ok(json!(rates))
+}
+
 fn quiet_split(idle: &Quiet, loaded: &Quiet) -> String {
     let parts = |q: &Quiet| {
         let [total, tenant, hop] = q.p99;

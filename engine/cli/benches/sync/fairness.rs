@@ -16,6 +16,8 @@ use crate::load::{
 
 /// Objects the noisy tenant creates as fast as it can in the fairness measurement.
 pub const NOISY_OBJECTS: usize = 5_000;
+/// The steady rates (creates a second) of the noisy client in [`fairness_direct_at`].
+pub const NOISY_RATES: [u64; 5] = [400, 200, 150, 100, 50];
 /// Creates of the quiet tenant, and their rate.
 /// (100, so that the p99 is not the one slowest sample.)
 pub const QUIET_OBJECTS: usize = 100;
@@ -110,6 +112,33 @@ pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)>
         anyhow::Ok(percentile(ms, 0.99))
     };
     Ok(quiet_while(quiet, s, in_flight, None).await?.0)
+}
+
+/// The same on the super API server alone, the noisy client creating at a steady `rate` a
+/// second for fourteen seconds (the quiet series takes ten, from two seconds in) rather than as fast as it can: how far below saturation a super
+/// must be kept for a quiet writer's p99 to stay near idle (`FERRY_BENCH_ONLY=super-rates`).
+/// The quiet client's p99 idle and loaded, and the rate the noisy one reached.
+pub async fn fairness_direct_at(s: &Client, rate: u64) -> Result<(f64, f64, f64)> {
+    let quiet = || async {
+        let ns = fresh_namespace(s, "bench-quiet").await?;
+        let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
+        anyhow::Ok(percentile(ms, 0.99))
+    };
+    let idle = quiet().await?;
+    let noisy_ns = fresh_namespace(s, "bench-noisy").await?;
+    let count = (rate * 14) as usize;
+    let noisy = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            latencies_of(&s, &noisy_ns, &s, &noisy_ns, (count, rate), Since::Request).await?;
+            anyhow::Ok(count as f64 / start.elapsed().as_secs_f64())
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loaded = quiet().await?;
+    let reached = noisy.await??;
+    Ok((idle, loaded, reached))
 }
 
 /// The quiet tenant's creates and their rate.
