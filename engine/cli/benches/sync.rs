@@ -28,7 +28,7 @@
 //!   (`ferry_request_seconds`); the noisy tenant's synced rate beside the quiet one over alone
 //!   (`fairness_noisy_throughput_ratio`); and all of it under each way of pacing ferry's writes
 //!   (`fairness_by_pacing`: unlimited, adaptive, APF; `sync/pacing.rs`); and the super alone
-//!   beside a noisy client at steady rates, 400/s down to 50/s (`fairness_direct_by_rate`,
+//!   beside a noisy client at steady rates, 50/s up to 400/s (`fairness_direct_by_rate`,
 //!   `FERRY_BENCH_ONLY=super-rates`): how far below saturation its core must stay for a quiet
 //!   client's p99 to stay within 2x of idle;
 //! - 500 tenants in one process on one tenant API server, first, while it holds no object:

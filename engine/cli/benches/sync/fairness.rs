@@ -16,8 +16,9 @@ use crate::load::{
 
 /// Objects the noisy tenant creates as fast as it can in the fairness measurement.
 pub const NOISY_OBJECTS: usize = 5_000;
-/// The steady rates (creates a second) of the noisy client in [`fairness_direct_at`].
-pub const NOISY_RATES: [u64; 5] = [400, 200, 150, 100, 50];
+/// The steady rates (creates a second) of the noisy client in [`fairness_direct_at`]: the
+/// lowest first, so that the overload of the highest does not linger into the others.
+pub const NOISY_RATES: [u64; 5] = [50, 100, 150, 200, 400];
 /// Creates of the quiet tenant, and their rate.
 /// (100, so that the p99 is not the one slowest sample.)
 pub const QUIET_OBJECTS: usize = 100;
