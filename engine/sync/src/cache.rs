@@ -25,7 +25,7 @@ mod wire;
 
 pub use feed::{run, Labels, Owned};
 pub use held::Reduce;
-use held::{Held, Reducer};
+use held::{Held, HeldRef, Reducer};
 use objects::Objects;
 pub(crate) use wire::Wire;
 
@@ -205,7 +205,7 @@ impl Cache {
     }
 
     /// What [`Cache::each_metadata`] gives for `held`.
-    fn metadata_of(&self, namespace: &str, name: &str, held: &Held) -> Option<Arc<Value>> {
+    fn metadata_of(&self, namespace: &str, name: &str, held: HeldRef<'_>) -> Option<Arc<Value>> {
         // A parsed object is at hand whole.
         let Some(text) = held.text() else {
             return self.decode(namespace, name, held);
@@ -355,9 +355,9 @@ struct HeadMeta<'a> {
     resource_version: &'a str,
 }
 
-fn head(held: &Held) -> Option<Head<'_>> {
+fn head(held: HeldRef<'_>) -> Option<Head<'_>> {
     match held {
-        Held::Parsed(object) => Some(Head {
+        HeldRef::Parsed(object) => Some(Head {
             metadata: HeadMeta {
                 uid: crate::object::uid(object),
                 resource_version: rv(object),
@@ -380,10 +380,10 @@ struct MetadataOnly {
 impl Cache {
     /// The object held at `namespace`/`name`, its `apiVersion`, `kind`, name and namespace
     /// set back.
-    fn decode(&self, namespace: &str, name: &str, held: &Held) -> Option<Arc<Value>> {
+    fn decode(&self, namespace: &str, name: &str, held: HeldRef<'_>) -> Option<Arc<Value>> {
         let text = match held {
-            Held::Parsed(object) => return Some(object.clone()),
-            Held::Full(text) | Held::Checked { text, .. } => text,
+            HeldRef::Parsed(object) => return Some(object.clone()),
+            HeldRef::Full(text) | HeldRef::Checked { text, .. } => text,
         };
         let mut value: Value = serde_json::from_str(text).ok()?;
         held::place(&mut value, namespace, name);

@@ -44,15 +44,51 @@ pub enum Held {
 impl Held {
     /// The text held (none for a parsed object).
     pub fn text(&self) -> Option<&str> {
+        self.as_ref().text()
+    }
+
+    /// The same, borrowed.
+    pub fn as_ref(&self) -> HeldRef<'_> {
         match self {
-            Held::Full(t) | Held::Checked { text: t, .. } => Some(t),
-            Held::Parsed(_) => None,
+            Held::Full(text) => HeldRef::Full(text),
+            Held::Checked { text, rest } => HeldRef::Checked { text, rest: *rest },
+            Held::Parsed(object) => HeldRef::Parsed(object),
+        }
+    }
+}
+
+/// A cached object as its cache holds it, borrowed (see [`Held`]).
+#[derive(Clone, Copy)]
+pub enum HeldRef<'a> {
+    Full(&'a str),
+    Checked { text: &'a str, rest: u64 },
+    Parsed(&'a Arc<Value>),
+}
+
+impl<'a> HeldRef<'a> {
+    /// The text held (none for a parsed object).
+    pub fn text(self) -> Option<&'a str> {
+        match self {
+            HeldRef::Full(t) | HeldRef::Checked { text: t, .. } => Some(t),
+            HeldRef::Parsed(_) => None,
         }
     }
 
     /// Whether this is a checked, reduced copy.
-    pub fn checked(&self) -> bool {
-        matches!(self, Held::Checked { .. })
+    pub fn checked(self) -> bool {
+        matches!(self, HeldRef::Checked { .. })
+    }
+
+    /// An owned copy.
+    pub fn owned(self) -> Held {
+        match self {
+            HeldRef::Full(text) => Held::Full(text.into()),
+            HeldRef::Checked { text, rest } => Held::Checked {
+                text: text.into(),
+                rest,
+            },
+            HeldRef::Parsed(object) => Held::Parsed(object.clone()),
+        }
     }
 }
 
@@ -93,8 +129,8 @@ impl Reducer {
 
     /// `object` as it is to be held, given what was held before (`before`): still checked
     /// when it is the same object with the same rest, else in full.
-    pub fn hold(&self, object: &Value, before: Option<&Held>) -> Held {
-        if let (Some(held @ Held::Checked { rest, .. }), Some(fields)) =
+    pub fn hold(&self, object: &Value, before: Option<HeldRef<'_>>) -> Held {
+        if let (Some(held @ HeldRef::Checked { rest, .. }), Some(fields)) =
             (before, object.as_object())
         {
             let head = super::head(held);
@@ -105,9 +141,9 @@ impl Reducer {
             if same_object
                 && head.is_some_and(|h| h.metadata.resource_version == crate::object::rv(object))
             {
-                return held.clone();
+                return held.owned();
             }
-            if same_object && self.rest(fields) == *rest {
+            if same_object && self.rest(fields) == rest {
                 if let Some(held) = self.checked(object) {
                     return held;
                 }
@@ -292,15 +328,17 @@ mod tests {
         assert!(text.contains("Pending") && text.contains("ferry.dev/tenant"));
         // The watch's echo of the same version stays as it is.
         assert!(r
-            .hold(&copy("5", "small", "Pending"), Some(&checked))
+            .hold(&copy("5", "small", "Pending"), Some(checked.as_ref()))
+            .as_ref()
             .checked());
-        let status = r.hold(&copy("6", "small", "Ready"), Some(&checked));
-        assert!(status.checked() && status.text().unwrap().contains("Ready"));
-        let edited = r.hold(&copy("7", "large", "Ready"), Some(&status));
-        assert!(!edited.checked() && edited.text().unwrap().contains("large"));
+        let status = r.hold(&copy("6", "small", "Ready"), Some(checked.as_ref()));
+        assert!(status.as_ref().checked() && status.text().unwrap().contains("Ready"));
+        let edited = r.hold(&copy("7", "large", "Ready"), Some(status.as_ref()));
+        assert!(!edited.as_ref().checked() && edited.text().unwrap().contains("large"));
         // Once held in full, it stays so until the reconciler checks it again.
         assert!(!r
-            .hold(&copy("8", "small", "Ready"), Some(&edited))
+            .hold(&copy("8", "small", "Ready"), Some(edited.as_ref()))
+            .as_ref()
             .checked());
     }
 
@@ -310,7 +348,7 @@ mod tests {
         let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
         let mut other = copy("9", "small", "Pending");
         other["metadata"]["uid"] = json!("u2");
-        assert!(!r.hold(&other, Some(&checked)).checked());
+        assert!(!r.hold(&other, Some(checked.as_ref())).as_ref().checked());
     }
 
     #[test]
@@ -336,6 +374,9 @@ mod tests {
         let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
         let mut relabelled = copy("6", "small", "Pending");
         relabelled["metadata"]["labels"]["extra"] = json!("1");
-        assert!(!r.hold(&relabelled, Some(&checked)).checked());
+        assert!(!r
+            .hold(&relabelled, Some(checked.as_ref()))
+            .as_ref()
+            .checked());
     }
 }
