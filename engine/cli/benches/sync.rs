@@ -559,7 +559,6 @@ async fn own_time(ferry: &Ferry, before: &[cost::Buckets; 2]) -> Result<serde_js
     )
 }
 
-/// The quiet tenant's series idle and loaded ([`Quiet`]), as a line.
 /// The super API server alone beside a noisy client at steady rates ([`NOISY_RATES`]): a
 /// quiet client's p99 ratio at each, printed, and as the report's `fairness_direct_by_rate`.
 async fn super_rates(s: &kube::Client) -> Result<serde_json::Value> {
@@ -572,6 +571,7 @@ async fn super_rates(s: &kube::Client) -> Result<serde_json::Value> {
     Ok(json!(rates))
 }
 
+/// The quiet tenant's series idle and loaded ([`Quiet`]), as a line.
 fn quiet_split(idle: &Quiet, loaded: &Quiet) -> String {
     let parts = |q: &Quiet| {
         let [total, tenant, hop] = q.p99;

@@ -157,18 +157,19 @@ impl Cache {
         }
     }
 
-    /// How `object` is to be held at `key`, given what `objects` holds there now.
-    fn hold(&self, objects: &Objects, key: &ObjKey, object: &Value) -> Held {
+    /// How `object` is to be held at `key`, given what `objects` holds there now; `None`
+    /// when that stays as it is (see [`Reducer::hold`]).
+    fn hold(&self, objects: &Objects, key: &ObjKey, object: &Value) -> Option<Held> {
         match &self.holding {
             Holding::Reduced(reducer) => reducer.hold(object, objects.get(&key.0, &key.1)),
-            Holding::Text => Held::Full(held::encode(object)),
+            Holding::Text => Some(Held::Full(held::encode(object))),
             Holding::Parsed => {
                 let text = held::encode(object);
-                if text.len() <= PARSED_AT_MOST {
+                Some(if text.len() <= PARSED_AT_MOST {
                     Held::Parsed(Arc::new(object.clone()))
                 } else {
                     Held::Full(text)
-                }
+                })
             }
         }
     }
@@ -302,8 +303,9 @@ impl Cache {
                 Holding::Reduced(reducer) if checked => reducer.checked(&object),
                 _ => None,
             };
-            let held = held.unwrap_or_else(|| self.hold(&objects, &key, &object));
-            objects.insert(&key.0, &key.1, held);
+            if let Some(held) = held.or_else(|| self.hold(&objects, &key, &object)) {
+                objects.insert(&key.0, &key.1, held);
+            }
         }
     }
 

@@ -107,25 +107,23 @@ pub struct Quiet {
 /// one). What one core's API server gives a quiet writer beside a busy one; ferry's ratio is
 /// read against it.
 pub async fn fairness_direct(s: &Client, in_flight: usize) -> Result<(f64, f64)> {
-    let quiet = || async {
-        let ns = fresh_namespace(s, "bench-quiet").await?;
-        let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
-        anyhow::Ok(percentile(ms, 0.99))
-    };
-    Ok(quiet_while(quiet, s, in_flight, None).await?.0)
+    Ok(quiet_while(|| quiet_direct(s), s, in_flight, None).await?.0)
+}
+
+/// A quiet client's p99 create-to-visible latency (ms), writing directly to `s`.
+async fn quiet_direct(s: &Client) -> Result<f64> {
+    let ns = fresh_namespace(s, "bench-quiet").await?;
+    let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
+    Ok(percentile(ms, 0.99))
 }
 
 /// The same on the super API server alone, the noisy client creating at a steady `rate` a
-/// second for fourteen seconds (the quiet series takes ten, from two seconds in) rather than as fast as it can: how far below saturation a super
-/// must be kept for a quiet writer's p99 to stay near idle (`FERRY_BENCH_ONLY=super-rates`).
-/// The quiet client's p99 idle and loaded, and the rate the noisy one reached.
+/// second for fourteen seconds (the quiet series takes ten, from two seconds in) rather than
+/// as fast as it can: how far below saturation a super must be kept for a quiet writer's p99
+/// to stay near idle (`FERRY_BENCH_ONLY=super-rates`). The quiet client's p99 idle and
+/// loaded, and the rate the noisy one reached (its creates over the time until all were seen).
 pub async fn fairness_direct_at(s: &Client, rate: u64) -> Result<(f64, f64, f64)> {
-    let quiet = || async {
-        let ns = fresh_namespace(s, "bench-quiet").await?;
-        let ms = latencies_of(s, &ns, s, &ns, QUIET, Since::Request).await?;
-        anyhow::Ok(percentile(ms, 0.99))
-    };
-    let idle = quiet().await?;
+    let idle = quiet_direct(s).await?;
     let noisy_ns = fresh_namespace(s, "bench-noisy").await?;
     let count = (rate * 14) as usize;
     let noisy = {
@@ -137,7 +135,7 @@ pub async fn fairness_direct_at(s: &Client, rate: u64) -> Result<(f64, f64, f64)
         })
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let loaded = quiet().await?;
+    let loaded = quiet_direct(s).await?;
     let reached = noisy.await??;
     Ok((idle, loaded, reached))
 }

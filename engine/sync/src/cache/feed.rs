@@ -164,9 +164,13 @@ impl Feed {
                         // up changed.
                         let held = {
                             let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                            cache.hold(&objects, &key, &value)
+                            cache.hold(&objects, &key, &value).or_else(|| {
+                                objects.get(&key.0, &key.1).map(super::held::HeldRef::owned)
+                            })
                         };
-                        listing.insert(&key.0, &key.1, held);
+                        if let Some(held) = held {
+                            listing.insert(&key.0, &key.1, held);
+                        }
                     }
                 }
                 Ok(Event::InitDone) => {
@@ -229,8 +233,9 @@ pub(super) fn observe(
         let mut objects = cache.objects.write().unwrap_or_else(|e| e.into_inner());
         if present {
             gone.remove(&key);
-            let held = cache.hold(&objects, &key, &value);
-            objects.insert(&key.0, &key.1, held);
+            if let Some(held) = cache.hold(&objects, &key, &value) {
+                objects.insert(&key.0, &key.1, held);
+            }
         } else {
             objects.remove(&key.0, &key.1);
             gone.insert(key, crate::object::uid(&value).to_string());

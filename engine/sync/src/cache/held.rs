@@ -29,7 +29,6 @@ const KEPT_METADATA: [&str; 8] = [
 ];
 
 /// One cached object.
-#[derive(Clone)]
 pub enum Held {
     /// The object, as compact JSON text.
     Full(Box<str>),
@@ -128,8 +127,9 @@ impl Reducer {
     }
 
     /// `object` as it is to be held, given what was held before (`before`): still checked
-    /// when it is the same object with the same rest, else in full.
-    pub fn hold(&self, object: &Value, before: Option<HeldRef<'_>>) -> Held {
+    /// when it is the same object with the same rest, else in full; `None` when what is
+    /// held stays as it is (the watch's echo of the version ferry applied).
+    pub fn hold(&self, object: &Value, before: Option<HeldRef<'_>>) -> Option<Held> {
         if let (Some(held @ HeldRef::Checked { rest, .. }), Some(fields)) =
             (before, object.as_object())
         {
@@ -137,19 +137,19 @@ impl Reducer {
             let same_object = head
                 .as_ref()
                 .is_some_and(|h| h.metadata.uid == crate::object::uid(object));
-            // The watch's echo of the version ferry applied: nothing to compute.
+            // The watch's echo of the version ferry applied: nothing to compute or copy.
             if same_object
                 && head.is_some_and(|h| h.metadata.resource_version == crate::object::rv(object))
             {
-                return held.owned();
+                return None;
             }
             if same_object && self.rest(fields) == rest {
                 if let Some(held) = self.checked(object) {
-                    return held;
+                    return Some(held);
                 }
             }
         }
-        Held::Full(encode(object))
+        Some(Held::Full(encode(object)))
     }
 
     /// The digest of what a reduced copy leaves out, and of its labels and annotations (keyed
@@ -329,15 +329,19 @@ mod tests {
         // The watch's echo of the same version stays as it is.
         assert!(r
             .hold(&copy("5", "small", "Pending"), Some(checked.as_ref()))
-            .as_ref()
-            .checked());
-        let status = r.hold(&copy("6", "small", "Ready"), Some(checked.as_ref()));
+            .is_none());
+        let status = r
+            .hold(&copy("6", "small", "Ready"), Some(checked.as_ref()))
+            .unwrap();
         assert!(status.as_ref().checked() && status.text().unwrap().contains("Ready"));
-        let edited = r.hold(&copy("7", "large", "Ready"), Some(status.as_ref()));
+        let edited = r
+            .hold(&copy("7", "large", "Ready"), Some(status.as_ref()))
+            .unwrap();
         assert!(!edited.as_ref().checked() && edited.text().unwrap().contains("large"));
         // Once held in full, it stays so until the reconciler checks it again.
         assert!(!r
             .hold(&copy("8", "small", "Ready"), Some(edited.as_ref()))
+            .unwrap()
             .as_ref()
             .checked());
     }
@@ -348,7 +352,11 @@ mod tests {
         let checked = r.checked(&copy("5", "small", "Pending")).unwrap();
         let mut other = copy("9", "small", "Pending");
         other["metadata"]["uid"] = json!("u2");
-        assert!(!r.hold(&other, Some(checked.as_ref())).as_ref().checked());
+        assert!(!r
+            .hold(&other, Some(checked.as_ref()))
+            .unwrap()
+            .as_ref()
+            .checked());
     }
 
     #[test]
@@ -376,6 +384,7 @@ mod tests {
         relabelled["metadata"]["labels"]["extra"] = json!("1");
         assert!(!r
             .hold(&relabelled, Some(checked.as_ref()))
+            .unwrap()
             .as_ref()
             .checked());
     }
