@@ -366,10 +366,10 @@ fn apiserver_args(pki: &Path, name: &str, port: u16, etcd_port: u64) -> Vec<Stri
         format!("--service-account-signing-key-file={}", p("sa.key")),
         "--service-cluster-ip-range=10.0.0.0/24".into(),
         "--authorization-mode=Node,RBAC".into(),
-        // No controllers run here: nothing would reconcile endpoints, and priority and
-        // fairness only costs memory on a test machine.
+        // No controllers run here: nothing would reconcile endpoints. API Priority and
+        // Fairness stays on, as on any real cluster: the benchmark measures ferry's flow
+        // control objects on it (the harness's admin is exempt).
         "--endpoint-reconciler-type=none".into(),
-        "--enable-priority-and-fairness=false".into(),
         "--profiling=false".into(),
         format!("--cert-dir={}", dir.join(format!("certs-{name}")).display()),
     ]

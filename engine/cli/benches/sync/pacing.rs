@@ -55,11 +55,13 @@ pub async fn fairness_paced(
     settings
         .spec
         .insert("superWrites".into(), json!(pacing.writes));
-    if pacing.apf {
+    let level = if pacing.apf {
         install_rbac(ferry, &settings.policy, clusters).await?;
-        apply_flow_control(&clusters.super_cluster).await?;
         settings.identity = Identity::Rbac;
-    }
+        Some(apply_flow_control(&clusters.super_cluster).await?)
+    } else {
+        None
+    };
     let log = format!("ferry-fairness-{}.log", pacing.name);
     let mut running = Ferry::start(ferry, dir, &settings, &log)?;
     running.ready().await?;
@@ -76,18 +78,49 @@ pub async fn fairness_paced(
     .with_context(|| format!("fairness, {}", pacing.name))?;
     settle(&running).await?;
     running.stop()?;
+    if let Some(level) = level {
+        let dispatched = dispatched_in(s, &level).await?;
+        anyhow::ensure!(
+            dispatched > 0.0,
+            "the super dispatched no request in ferry's priority level `{level}`: is API \
+             Priority and Fairness on there?"
+        );
+        println!(
+            "fairness, apf: the super dispatched {dispatched} requests in ferry's level `{level}`"
+        );
+    }
     Ok(measured)
 }
 
-/// Applies the PriorityLevelConfiguration and FlowSchema of `ferry manifests` to the super,
-/// their subject the restricted user the benchmark's ferry runs as.
-async fn apply_flow_control(s: &Client) -> Result<()> {
+/// Requests the super has dispatched in priority level `level` (its own
+/// `apiserver_flowcontrol_dispatched_requests_total`): none means the objects matched nothing,
+/// and the APF figures would measure an unpaced ferry.
+async fn dispatched_in(s: &Client, level: &str) -> Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = s.request_text(request).await?;
+    let schema = format!("priority_level=\"{level}\"");
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
+        .filter(|l| l.contains(&schema))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+/// Applies the PriorityLevelConfiguration and FlowSchemas of `ferry manifests` to the super,
+/// their subject the restricted user the benchmark's ferry runs as; returns the priority
+/// level's name.
+async fn apply_flow_control(s: &Client) -> Result<String> {
     let subject = json!({"kind": "User", "user": {"name": RBAC_USER}});
+    let mut level = None;
     for object in ferry_core::manifests::flow_control(subject) {
         let kind = object["kind"].as_str().unwrap_or_default();
         let plural = match kind {
             "FlowSchema" => "flowschemas",
-            _ => "prioritylevelconfigurations",
+            _ => {
+                level = object["metadata"]["name"].as_str().map(String::from);
+                "prioritylevelconfigurations"
+            }
         };
         let gvk = GroupVersionKind::gvk("flowcontrol.apiserver.k8s.io", "v1", kind);
         let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
@@ -101,7 +134,7 @@ async fn apply_flow_control(s: &Client) -> Result<()> {
         .await
         .with_context(|| format!("applying {kind} {name}"))?;
     }
-    Ok(())
+    level.context("`ferry manifests` gives no PriorityLevelConfiguration")
 }
 
 /// One pacing's figures in the report.

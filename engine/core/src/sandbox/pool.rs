@@ -51,6 +51,9 @@ pub fn spin() -> Duration {
     )
 }
 
+/// Bytes read from a worker's pipe at once.
+const READ_CHUNK: usize = 16 * 1024;
+
 /// Idle workers kept for reuse.
 const MAX_IDLE: usize = 8;
 
@@ -368,7 +371,7 @@ impl Process {
             });
         }
         // Read whatever arrives into one buffer: usually the whole response in one read.
-        let mut buf = Vec::with_capacity(8192);
+        let mut buf = Vec::with_capacity(READ_CHUNK);
         let mut need = 4;
         while buf.len() < need {
             self.read_some(&mut buf, deadline)?;
@@ -396,8 +399,10 @@ impl Process {
     ) -> std::result::Result<(), Failure> {
         let spin_until = Instant::now() + spin();
         let start = buf.len();
-        // Zeroed once per read, not per spin: the spin must stay cheap.
-        buf.resize(start + 65536, 0);
+        // Zeroed once per read, not per spin: the spin must stay cheap. A typical answer (a few
+        // KiB) fits in one read; a larger one takes more reads of this size, not a pipe's
+        // 64 KiB zeroed for every call.
+        buf.resize(start + READ_CHUNK, 0);
         let result = self.wait_and_read(&mut buf[start..], spin_until, deadline);
         buf.truncate(start + *result.as_ref().unwrap_or(&0));
         result.map(|_| ())
