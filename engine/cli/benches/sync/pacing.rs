@@ -55,10 +55,11 @@ pub async fn fairness_paced(
     settings
         .spec
         .insert("superWrites".into(), json!(pacing.writes));
+    let s = &clusters.super_cluster;
     let level = if pacing.apf {
         install_rbac(ferry, &settings.policy, clusters).await?;
         settings.identity = Identity::Rbac;
-        Some(apply_flow_control(&clusters.super_cluster).await?)
+        Some(apply_flow_control(s).await?)
     } else {
         None
     };
@@ -67,7 +68,10 @@ pub async fn fairness_paced(
     running.ready().await?;
     // What earlier phases left is compared once at start: measured after.
     settle(&running).await?;
-    let s = &clusters.super_cluster;
+    let before = match &level {
+        Some(level) => Some(Level::now(s, level).await?),
+        None => None,
+    };
     let measured = fairness(
         &running,
         clusters.tenant("team-a"),
@@ -78,33 +82,72 @@ pub async fn fairness_paced(
     .with_context(|| format!("fairness, {}", pacing.name))?;
     settle(&running).await?;
     running.stop()?;
-    if let Some(level) = level {
-        let dispatched = dispatched_in(s, &level).await?;
+    if let (Some(level), Some(before)) = (&level, before) {
+        let after = Level::now(s, level).await?;
         anyhow::ensure!(
-            dispatched > 0.0,
+            after.dispatched > before.dispatched,
             "the super dispatched no request in ferry's priority level `{level}`: is API \
              Priority and Fairness on there?"
         );
-        println!(
-            "fairness, apf: the super dispatched {dispatched} requests in ferry's level `{level}`"
-        );
+        println!("fairness, apf: {}", after.since(&before));
     }
     Ok(measured)
 }
 
-/// Requests the super has dispatched in priority level `level` (its own
-/// `apiserver_flowcontrol_dispatched_requests_total`): none means the objects matched nothing,
-/// and the APF figures would measure an unpaced ferry.
-async fn dispatched_in(s: &Client, level: &str) -> Result<f64> {
-    let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = s.request_text(request).await?;
-    let schema = format!("priority_level=\"{level}\"");
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
-        .filter(|l| l.contains(&schema))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum())
+/// What the super's API Priority and Fairness says of one priority level (its own
+/// `apiserver_flowcontrol_*` metrics): requests dispatched there (none means the objects
+/// matched nothing, and the APF figures would measure an unpaced ferry), their time queued and
+/// executing, and the seats executing when read.
+struct Level {
+    name: String,
+    dispatched: f64,
+    waited: (f64, f64),
+    executed: (f64, f64),
+    executing_seats: f64,
+    nominal_seats: f64,
+}
+
+impl Level {
+    async fn now(s: &Client, name: &str) -> Result<Self> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = s.request_text(request).await?;
+        let label = format!("priority_level=\"{name}\"");
+        // `+ 0.0`: an empty sum of floats is -0.
+        let of = |metric: &str| -> f64 {
+            text.lines()
+                .filter(|l| l.strip_prefix(metric).is_some_and(|r| r.starts_with('{')))
+                .filter(|l| l.contains(&label))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum::<f64>()
+                + 0.0
+        };
+        let time = |metric: &str| (of(&format!("{metric}_sum")), of(&format!("{metric}_count")));
+        Ok(Self {
+            name: name.to_string(),
+            dispatched: of("apiserver_flowcontrol_dispatched_requests_total"),
+            waited: time("apiserver_flowcontrol_request_wait_duration_seconds"),
+            executed: time("apiserver_flowcontrol_request_execution_seconds"),
+            executing_seats: of("apiserver_flowcontrol_current_executing_seats"),
+            nominal_seats: of("apiserver_flowcontrol_nominal_limit_seats"),
+        })
+    }
+
+    /// What happened in the level between `before` and now, for the report.
+    fn since(&self, before: &Level) -> String {
+        let mean =
+            |now: (f64, f64), then: (f64, f64)| (now.0 - then.0) / (now.1 - then.1).max(1.0) * 1e3;
+        format!(
+            "the super dispatched {} of ferry's requests in its level `{}` ({} seats), queued \
+             {:.1} ms and executing {:.1} ms on average; {} seats were executing there when the \
+             measurement started",
+            self.dispatched - before.dispatched,
+            self.name,
+            self.nominal_seats,
+            mean(self.waited, before.waited),
+            mean(self.executed, before.executed),
+            before.executing_seats,
+        )
+    }
 }
 
 /// Applies the PriorityLevelConfiguration and FlowSchemas of `ferry manifests` to the super,
@@ -117,10 +160,11 @@ async fn apply_flow_control(s: &Client) -> Result<String> {
         let kind = object["kind"].as_str().unwrap_or_default();
         let plural = match kind {
             "FlowSchema" => "flowschemas",
-            _ => {
+            "PriorityLevelConfiguration" => {
                 level = object["metadata"]["name"].as_str().map(String::from);
                 "prioritylevelconfigurations"
             }
+            other => anyhow::bail!("`ferry manifests` gives a {other} among its APF objects"),
         };
         let gvk = GroupVersionKind::gvk("flowcontrol.apiserver.k8s.io", "v1", kind);
         let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
