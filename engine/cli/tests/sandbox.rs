@@ -129,6 +129,26 @@ fn growing_heap_stops_at_max_heap_bytes() {
     assert!(msg.contains("maxHeapBytes=4194304"), "{msg}");
 }
 
+/// An answer just under the output limit crosses the pipe in many reads and arrives whole.
+#[test]
+fn large_output_arrives_whole() {
+    let src =
+        "def to_super(obj, ctx):\n    obj['data']['x'] = 'z' * (1024 * 1024)\n    return obj\n";
+    let sandbox = sandbox();
+    let limits = Limits {
+        timeout_ms: 10_000,
+        ..Limits::default()
+    };
+    let (result, _) = call(&sandbox, &script("large", src, limits));
+    let out = result
+        .expect("the call succeeds")
+        .expect("to_super is defined");
+    let x = out["data"]["x"].as_str().expect("a string");
+    assert_eq!(x.len(), 1024 * 1024);
+    assert!(x.bytes().all(|b| b == b'z'));
+    still_works(&sandbox);
+}
+
 #[test]
 fn huge_output_is_refused() {
     let src =
