@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use ferry_testkit::live::{install_rbac, Ferry, Identity, Settings, RBAC_USER};
+use ferry_testkit::live::{install_rbac, sum_metric, Ferry, Identity, Settings, RBAC_USER};
 use ferry_testkit::Clusters;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::Client;
@@ -111,16 +111,7 @@ impl Level {
     async fn now(s: &Client, name: &str) -> Result<Self> {
         let request = http::Request::get("/metrics").body(Vec::new())?;
         let text = s.request_text(request).await?;
-        let label = format!("priority_level=\"{name}\"");
-        // `+ 0.0`: an empty sum of floats is -0.
-        let of = |metric: &str| -> f64 {
-            text.lines()
-                .filter(|l| l.strip_prefix(metric).is_some_and(|r| r.starts_with('{')))
-                .filter(|l| l.contains(&label))
-                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-                .sum::<f64>()
-                + 0.0
-        };
+        let of = |metric: &str| sum_metric(&text, metric, &[("priority_level", name)]);
         let time = |metric: &str| (of(&format!("{metric}_sum")), of(&format!("{metric}_count")));
         Ok(Self {
             name: name.to_string(),
